@@ -1,0 +1,190 @@
+//! Enqueue options and outcomes, and the checks every enqueue path runs before the database.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::{Error, Result};
+use crate::job_id::JobId;
+use crate::queue;
+use crate::store::enqueue::JobTemplate;
+use crate::task::{MAX_MAX_ATTEMPTS, MAX_PRIORITY, MIN_PRIORITY, Task};
+
+/// The payload size limit of a new [`Client`](crate::Client): 256 KiB of JSON.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+
+/// The longest unique key pgq stores, in bytes.
+pub const MAX_UNIQUE_KEY_BYTES: usize = 1024;
+
+/// Per-job overrides of a task's `#[task(...)]` settings.
+///
+/// ```
+/// use std::time::Duration;
+/// use pgq_core::EnqueueOptions;
+///
+/// let options = EnqueueOptions::default()
+///     .delay(Duration::from_secs(60))
+///     .priority(150)
+///     .queue("urgent");
+/// assert_eq!(options.priority, Some(150));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct EnqueueOptions {
+    /// Run no earlier than this time. Exclusive with `delay`.
+    pub run_at: Option<DateTime<Utc>>,
+    /// Run no earlier than this long after the enqueue, by the database clock.
+    pub delay: Option<Duration>,
+    /// Priority from 0 to 1000 instead of the task's.
+    pub priority: Option<i16>,
+    /// Attempts from 1 to 1000 instead of the task's.
+    pub max_attempts: Option<i32>,
+    /// Queue instead of the task's.
+    pub queue: Option<String>,
+    /// When a still-pending job holds the unique key, update its payload, priority and run_at
+    /// instead of leaving it as it is.
+    pub replace: bool,
+}
+
+impl EnqueueOptions {
+    /// Runs no earlier than `time`.
+    pub fn run_at(mut self, time: DateTime<Utc>) -> Self {
+        self.run_at = Some(time);
+        self
+    }
+
+    /// Runs no earlier than `delay` from now.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// Overrides the priority.
+    pub fn priority(mut self, priority: i16) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Overrides the attempt limit.
+    pub fn max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// Overrides the queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Replaces a still-pending job with the same unique key.
+    pub fn replace(mut self) -> Self {
+        self.replace = true;
+        self
+    }
+}
+
+/// What an enqueue did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    /// A new job was inserted.
+    Inserted(JobId),
+    /// An active job already held the unique key; nothing was written. Its id.
+    Duplicate(JobId),
+    /// A pending job held the unique key and was updated (with [`EnqueueOptions::replace`]).
+    Replaced(JobId),
+}
+
+impl Enqueued {
+    /// The id of the job, new or existing.
+    pub fn id(self) -> JobId {
+        match self {
+            Enqueued::Inserted(id) | Enqueued::Duplicate(id) | Enqueued::Replaced(id) => id,
+        }
+    }
+
+    /// Whether an existing job was found instead of inserting a new one.
+    pub fn is_duplicate(self) -> bool {
+        !matches!(self, Enqueued::Inserted(_))
+    }
+}
+
+/// A task turned into what its row needs, after every check.
+pub(crate) struct PreparedTask {
+    pub(crate) payload: String,
+    pub(crate) unique_key: Option<String>,
+}
+
+/// Checks the options against the task's settings and builds the row template.
+pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTemplate<'a>> {
+    let queue = options.queue.as_deref().unwrap_or(T::QUEUE);
+    queue::validate(queue)?;
+    let priority = options.priority.unwrap_or(T::PRIORITY);
+    if !(MIN_PRIORITY..=MAX_PRIORITY).contains(&priority) {
+        return Err(invalid::<T>(
+            "priority",
+            format!("{priority} is outside {MIN_PRIORITY}..={MAX_PRIORITY}"),
+        ));
+    }
+    let max_attempts = options.max_attempts.unwrap_or(T::MAX_ATTEMPTS);
+    if !(1..=MAX_MAX_ATTEMPTS).contains(&max_attempts) {
+        return Err(invalid::<T>(
+            "max_attempts",
+            format!("{max_attempts} is outside 1..={MAX_MAX_ATTEMPTS}"),
+        ));
+    }
+    if options.run_at.is_some() && options.delay.is_some() {
+        return Err(invalid::<T>("run_at", "give run_at or delay, not both".into()));
+    }
+    let delay_ms = match options.delay {
+        Some(delay) => i64::try_from(delay.as_millis())
+            .map_err(|_| invalid::<T>("delay", format!("{delay:?} is too long")))?,
+        None => 0,
+    };
+    Ok(JobTemplate {
+        task: T::NAME,
+        queue,
+        priority,
+        max_attempts,
+        run_at: options.run_at,
+        delay_ms,
+    })
+}
+
+/// Serializes the task and checks its size and unique key.
+pub(crate) fn prepare<T: Task>(task: &T, max_payload_bytes: usize) -> Result<PreparedTask> {
+    let payload = serde_json::to_string(task).map_err(|source| Error::Serialize {
+        task: T::NAME,
+        source,
+    })?;
+    if payload.len() > max_payload_bytes {
+        return Err(Error::PayloadTooLarge {
+            task: T::NAME,
+            size: payload.len(),
+            limit: max_payload_bytes,
+        });
+    }
+    let unique_key = task.unique_key();
+    if let Some(key) = &unique_key {
+        if key.is_empty() || key.len() > MAX_UNIQUE_KEY_BYTES {
+            return Err(invalid::<T>(
+                "unique_key",
+                format!(
+                    "{} bytes; a key has 1 to {MAX_UNIQUE_KEY_BYTES} bytes",
+                    key.len()
+                ),
+            ));
+        }
+    }
+    Ok(PreparedTask {
+        payload,
+        unique_key,
+    })
+}
+
+fn invalid<T: Task>(option: &'static str, reason: String) -> Error {
+    Error::InvalidOption {
+        task: T::NAME,
+        option,
+        reason,
+    }
+}

@@ -1,0 +1,85 @@
+//! The crate's error type.
+
+/// A `Result` whose error is pgq's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything pgq's client, registry and worker can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database refused or failed a statement, or a connection was lost.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+
+    /// Applying pgq's schema failed.
+    #[error("migration {version} ({name}) failed: {message}")]
+    Migration {
+        /// The number of the migration.
+        version: i64,
+        /// Its file name.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// Two task types were registered with one task name.
+    #[error("task name {name:?} is registered by two types: {first_type} and {second_type}")]
+    DuplicateTaskName {
+        /// The name both types use.
+        name: String,
+        /// One of the types.
+        first_type: String,
+        /// The other type.
+        second_type: String,
+    },
+
+    /// A queue name was empty, too long, or held characters outside the allowed set.
+    #[error("invalid queue name {queue:?}: {reason}")]
+    InvalidQueue {
+        /// The refused name (cut to 80 characters).
+        queue: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+
+    /// An enqueue option was out of range.
+    #[error("invalid {option} for task {task:?}: {reason}")]
+    InvalidOption {
+        /// The task being enqueued.
+        task: &'static str,
+        /// The option's name, as in [`EnqueueOptions`](crate::EnqueueOptions).
+        option: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+
+    /// A task's serialized payload exceeds the client's limit.
+    #[error("payload of task {task:?} is {size} bytes; the limit is {limit} bytes")]
+    PayloadTooLarge {
+        /// The task being enqueued.
+        task: &'static str,
+        /// The size of its JSON payload.
+        size: usize,
+        /// The client's limit.
+        limit: usize,
+    },
+
+    /// A task could not be serialized to JSON.
+    #[error("payload of task {task:?} could not be serialized: {source}")]
+    Serialize {
+        /// The task being enqueued.
+        task: &'static str,
+        /// The serializer's error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn invalid_queue(queue: &str, reason: &'static str) -> Self {
+        Error::InvalidQueue {
+            queue: queue.chars().take(80).collect(),
+            reason,
+        }
+    }
+}

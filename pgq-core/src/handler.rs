@@ -1,0 +1,89 @@
+//! The [`Handler`] trait and the type-erased entry point the registry keeps per task.
+
+use std::marker::PhantomData;
+use std::pin::Pin;
+
+use serde_json::value::RawValue;
+
+use crate::context::JobContext;
+use crate::task::Task;
+use crate::task_error::TaskError;
+
+/// Runs jobs of one task type.
+///
+/// Implement it with `#[async_trait]` next to the task's `#[derive(Task)]`; workers find it
+/// through the registry with no registration call.
+///
+/// ```
+/// use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Task)]
+/// struct Resize { image_id: i64 }
+///
+/// #[async_trait]
+/// impl Handler for Resize {
+///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+///         if self.image_id < 0 {
+///             return Err(TaskError::fail("no such image"));
+///         }
+///         Ok(())
+///     }
+/// }
+/// ```
+#[async_trait::async_trait]
+pub trait Handler: Task {
+    /// Runs one attempt of the job. `Ok` completes it; an error says what happens next.
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError>;
+}
+
+/// A boxed, sendable future of one attempt's outcome.
+pub(crate) type AttemptFuture = Pin<Box<dyn Future<Output = Result<(), TaskError>> + Send>>;
+
+/// Deserializes a payload and runs the typed handler: one per task type, kept in the registry.
+#[doc(hidden)]
+pub type RunFn = fn(Box<RawValue>, JobContext) -> AttemptFuture;
+
+fn run<T: Handler>(payload: Box<RawValue>, ctx: JobContext) -> AttemptFuture {
+    Box::pin(async move {
+        let task: T = serde_json::from_str(payload.get()).map_err(|err| {
+            TaskError::retry(format_args!(
+                "payload does not match task {:?}: {err}",
+                T::NAME
+            ))
+        })?;
+        task.handle(&ctx).await
+    })
+}
+
+/// Finds a type's handler, if it has one, without requiring one: method resolution picks
+/// [`ViaHandler`] when `T: Handler` and falls back to [`ViaNoHandler`] through auto-deref.
+#[doc(hidden)]
+pub struct HandlerProbe<T>(PhantomData<T>);
+
+impl<T> HandlerProbe<T> {
+    #[doc(hidden)]
+    pub const NEW: Self = Self(PhantomData);
+}
+
+#[doc(hidden)]
+pub trait ViaHandler {
+    fn run_fn(&self) -> Option<RunFn>;
+}
+
+impl<T: Handler> ViaHandler for &HandlerProbe<T> {
+    fn run_fn(&self) -> Option<RunFn> {
+        Some(run::<T>)
+    }
+}
+
+#[doc(hidden)]
+pub trait ViaNoHandler {
+    fn run_fn(&self) -> Option<RunFn>;
+}
+
+impl<T> ViaNoHandler for HandlerProbe<T> {
+    fn run_fn(&self) -> Option<RunFn> {
+        None
+    }
+}

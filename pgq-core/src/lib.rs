@@ -1,0 +1,47 @@
+//! Typed background tasks on PostgreSQL.
+//!
+//! Define a task as a struct with `#[derive(Task)]`, enqueue it through a [`Client`] — alone,
+//! inside your own transaction, or thousands at once — and run it with a [`Handler`].
+//! See the README for a tour.
+
+mod client;
+mod context;
+mod enqueue;
+mod error;
+mod handler;
+mod job;
+mod job_id;
+mod migrate;
+mod queue;
+mod registry;
+mod store;
+mod task;
+mod task_error;
+
+pub use async_trait::async_trait;
+pub use client::{Client, DEFAULT_MAX_CONNECTIONS};
+pub use context::JobContext;
+pub use enqueue::{DEFAULT_MAX_PAYLOAD_BYTES, EnqueueOptions, Enqueued, MAX_UNIQUE_KEY_BYTES};
+pub use error::{Error, Result};
+pub use handler::Handler;
+pub use job::{AttemptError, Job, JobStatus};
+pub use job_id::JobId;
+pub use migrate::migrate;
+pub use queue::MAX_QUEUE_LEN;
+pub use registry::{Registry, TaskRegistration};
+pub use task::{
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, MAX_MAX_ATTEMPTS, MAX_PRIORITY,
+    MIN_PRIORITY, Task,
+};
+pub use task_error::{TaskAction, TaskError};
+
+/// `#[derive(Task)]`: implements [`Task`] and registers the type. See the README for keys.
+pub use pgq_macros::Task;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::__register_task as register_task;
+    pub use crate::handler::{HandlerProbe, RunFn, ViaHandler, ViaNoHandler};
+    pub use crate::registry::TaskRegistration;
+    pub use inventory;
+}

@@ -1,0 +1,182 @@
+//! Every task type linked into the binary, collected through `inventory`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::handler::RunFn;
+use crate::task::Task;
+
+/// One task type, as `#[derive(Task)]` registers it.
+///
+/// Registrations are made by the derive; read them through [`Registry`].
+pub struct TaskRegistration {
+    name: &'static str,
+    queue: &'static str,
+    type_name: &'static str,
+    run_fn: fn() -> Option<RunFn>,
+}
+
+inventory::collect!(TaskRegistration);
+
+impl TaskRegistration {
+    #[doc(hidden)]
+    pub const fn new<T: Task>(type_name: &'static str, run_fn: fn() -> Option<RunFn>) -> Self {
+        Self {
+            name: T::NAME,
+            queue: T::QUEUE,
+            type_name,
+            run_fn,
+        }
+    }
+
+    /// The task name stored in job rows.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The queue the task's jobs go to unless an enqueue says otherwise.
+    pub fn queue(&self) -> &'static str {
+        self.queue
+    }
+
+    /// The Rust path of the type, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+
+    /// Whether the type has a [`Handler`](crate::Handler), so that a worker can run it.
+    pub fn has_handler(&self) -> bool {
+        (self.run_fn)().is_some()
+    }
+
+    pub(crate) fn run_fn(&self) -> Option<RunFn> {
+        (self.run_fn)()
+    }
+}
+
+impl fmt::Debug for TaskRegistration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskRegistration")
+            .field("name", &self.name)
+            .field("queue", &self.queue)
+            .field("type_name", &self.type_name)
+            .field("has_handler", &self.has_handler())
+            .finish()
+    }
+}
+
+/// The task types linked into this binary, by name.
+///
+/// ```
+/// use pgq_core::{Registry, Task};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Task)]
+/// #[task(queue = "reports")]
+/// struct BuildReport { month: u32 }
+///
+/// let registry = Registry::linked().unwrap();
+/// let task = registry.get("BuildReport").unwrap();
+/// assert_eq!(task.queue(), "reports");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Registry {
+    tasks: BTreeMap<&'static str, &'static TaskRegistration>,
+}
+
+impl Registry {
+    /// Collects every task type linked into the binary.
+    ///
+    /// Fails with [`Error::DuplicateTaskName`] when two types register the same task name.
+    pub fn linked() -> Result<Self> {
+        Self::from_registrations(inventory::iter::<TaskRegistration>)
+    }
+
+    pub(crate) fn from_registrations(
+        registrations: impl IntoIterator<Item = &'static TaskRegistration>,
+    ) -> Result<Self> {
+        let mut tasks = BTreeMap::new();
+        for registration in registrations {
+            if let Some(first) = tasks.insert(registration.name, registration) {
+                let (a, b) = sorted(first.type_name, registration.type_name);
+                return Err(Error::DuplicateTaskName {
+                    name: registration.name.to_owned(),
+                    first_type: a.to_owned(),
+                    second_type: b.to_owned(),
+                });
+            }
+        }
+        Ok(Self { tasks })
+    }
+
+    /// The registration of the task with this name.
+    pub fn get(&self, name: &str) -> Option<&'static TaskRegistration> {
+        self.tasks.get(name).copied()
+    }
+
+    /// Every registered task, ordered by name.
+    pub fn tasks(&self) -> impl Iterator<Item = &'static TaskRegistration> + '_ {
+        self.tasks.values().copied()
+    }
+}
+
+/// Link order is arbitrary; sorting keeps the error message stable.
+fn sorted<'a>(a: &'a str, b: &'a str) -> (&'a str, &'a str) {
+    if a <= b { (a, b) } else { (b, a) }
+}
+
+/// Registers a task type; emitted by `#[derive(Task)]`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __register_task {
+    ($ty:ty) => {
+        $crate::__private::inventory::submit! {
+            $crate::__private::TaskRegistration::new::<$ty>(
+                ::core::concat!(::core::module_path!(), "::", ::core::stringify!($ty)),
+                {
+                    fn run_fn() -> ::core::option::Option<$crate::__private::RunFn> {
+                        #[allow(unused_imports)]
+                        use $crate::__private::{ViaHandler as _, ViaNoHandler as _};
+                        (&&$crate::__private::HandlerProbe::<$ty>::NEW).run_fn()
+                    }
+                    run_fn
+                },
+            )
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static A: TaskRegistration = TaskRegistration {
+        name: "same",
+        queue: "default",
+        type_name: "crate::A",
+        run_fn: || None,
+    };
+    static B: TaskRegistration = TaskRegistration {
+        name: "same",
+        queue: "default",
+        type_name: "crate::B",
+        run_fn: || None,
+    };
+
+    #[test]
+    fn two_types_with_one_name_are_an_error() {
+        let err = Registry::from_registrations([&B, &A]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"task name "same" is registered by two types: crate::A and crate::B"#
+        );
+    }
+
+    #[test]
+    fn lookup_by_name() {
+        let registry = Registry::from_registrations([&A]).unwrap();
+        assert_eq!(registry.get("same").unwrap().type_name(), "crate::A");
+        assert!(registry.get("other").is_none());
+    }
+}

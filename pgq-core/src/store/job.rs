@@ -1,0 +1,52 @@
+//! Reading job rows.
+
+use sqlx::postgres::PgRow;
+use sqlx::types::Json;
+use sqlx::{PgExecutor, Row};
+
+use crate::error::Result;
+use crate::job::{AttemptError, Job, JobStatus};
+use crate::job_id::JobId;
+
+const SELECT_JOB: &str = "SELECT * FROM pgq.jobs WHERE id = $1";
+
+/// The job with this id, if it exists.
+pub(crate) async fn find<'c>(conn: impl PgExecutor<'c>, id: JobId) -> Result<Option<Job>> {
+    let row = sqlx::query(SELECT_JOB)
+        .bind(id.get())
+        .fetch_optional(conn)
+        .await?;
+    row.map(|row| decode(&row)).transpose()
+}
+
+pub(crate) fn decode(row: &PgRow) -> Result<Job> {
+    let status: String = row.try_get("status")?;
+    let status = status
+        .parse::<JobStatus>()
+        .map_err(|message| sqlx::Error::Decode(message.into()))?;
+    let Json(errors): Json<Vec<AttemptError>> = row.try_get("errors")?;
+    Ok(Job {
+        id: JobId::from(row.try_get::<i64, _>("id")?),
+        task: row.try_get("task")?,
+        queue: row.try_get("queue")?,
+        priority: row.try_get("priority")?,
+        status,
+        payload: row.try_get("payload")?,
+        run_at: row.try_get("run_at")?,
+        attempts: row.try_get("attempts")?,
+        max_attempts: row.try_get("max_attempts")?,
+        unique_key: row.try_get("unique_key")?,
+        last_error: row.try_get("last_error")?,
+        errors,
+        progress: row.try_get("progress")?,
+        current_stage: row.try_get("current_stage")?,
+        events_count: row.try_get("events_count")?,
+        worker_id: row.try_get("worker_id")?,
+        claimed_at: row.try_get("claimed_at")?,
+        lease_expires_at: row.try_get("lease_expires_at")?,
+        created_at: row.try_get("created_at")?,
+        started_at: row.try_get("started_at")?,
+        completed_at: row.try_get("completed_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}

@@ -1,0 +1,108 @@
+//! What a handler returns when a job did not succeed, and what should happen next.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A handler's failure, carrying what pgq should do with the job next.
+///
+/// Any `std::error::Error` converts into a [`TaskError::retry`], so `?` works in handlers and
+/// retries with the task's backoff. The other constructors choose a different path.
+///
+/// ```
+/// use std::time::Duration;
+/// use pgq_core::{TaskAction, TaskError};
+///
+/// let err = TaskError::retry_after(Duration::from_secs(30), "rate limited");
+/// assert_eq!(err.action(), TaskAction::RetryAfter(Duration::from_secs(30)));
+/// assert_eq!(err.message(), "rate limited");
+///
+/// let parse: Result<i32, _> = "x".parse::<i32>();
+/// let err: TaskError = parse.unwrap_err().into();
+/// assert_eq!(err.action(), TaskAction::Retry);
+/// ```
+pub struct TaskError {
+    action: TaskAction,
+    message: String,
+}
+
+/// What pgq does with a job whose handler returned a [`TaskError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskAction {
+    /// Count the attempt as failed and run again after the task's backoff, if attempts remain.
+    Retry,
+    /// Count the attempt as failed and run again after this delay, if attempts remain.
+    RetryAfter(Duration),
+    /// Mark the job `failed` now, whatever attempts remain.
+    Fail,
+    /// Run again after this delay without spending an attempt.
+    Snooze(Duration),
+}
+
+impl TaskError {
+    /// Retry with the task's backoff (the default for errors).
+    pub fn retry(message: impl fmt::Display) -> Self {
+        Self::new(TaskAction::Retry, message)
+    }
+
+    /// Retry after `delay` instead of the task's backoff.
+    pub fn retry_after(delay: Duration, message: impl fmt::Display) -> Self {
+        Self::new(TaskAction::RetryAfter(delay), message)
+    }
+
+    /// Fail the job now, with no further attempts.
+    pub fn fail(message: impl fmt::Display) -> Self {
+        Self::new(TaskAction::Fail, message)
+    }
+
+    /// Run the job again after `delay`, without counting this attempt.
+    pub fn snooze(delay: Duration) -> Self {
+        Self::new(TaskAction::Snooze(delay), format_args!("snoozed for {delay:?}"))
+    }
+
+    fn new(action: TaskAction, message: impl fmt::Display) -> Self {
+        Self {
+            action,
+            message: message.to_string(),
+        }
+    }
+
+    /// What pgq will do with the job.
+    pub fn action(&self) -> TaskAction {
+        self.action
+    }
+
+    /// The error message recorded on the job.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for TaskError {
+    fn from(err: E) -> Self {
+        // Keep the causes: "connect failed: connection refused".
+        let mut message = err.to_string();
+        let mut source = err.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        Self::retry(message)
+    }
+}
+
+impl fmt::Debug for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskError")
+            .field("action", &self.action)
+            .field("message", &self.message)
+            .finish()
+    }
+}
+
+impl fmt::Display for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}

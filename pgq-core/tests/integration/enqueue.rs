@@ -1,0 +1,296 @@
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use pgq_core::{EnqueueOptions, Enqueued, Error, JobStatus, Task};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::PgListener;
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "email", priority = 150, max_attempts = 5)]
+struct SendReceipt {
+    order_id: i64,
+    email: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+struct Blob {
+    data: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+struct Unserializable {
+    by_pair: HashMap<(i32, i32), i32>,
+}
+
+fn receipt(order_id: i64) -> SendReceipt {
+    SendReceipt {
+        order_id,
+        email: format!("{order_id}@example.com"),
+    }
+}
+
+async fn count_jobs(db: &TestDatabase) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pgq.jobs")
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
+}
+
+async fn next_notification(listener: &mut PgListener) -> String {
+    tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("no notification within 5 s")
+        .unwrap()
+        .payload()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_task_is_stored_with_its_settings() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let enqueued = client.enqueue(receipt(7)).await.unwrap();
+    assert!(matches!(enqueued, Enqueued::Inserted(_)));
+    let job = client.job(enqueued.id()).await.unwrap().unwrap();
+    assert_eq!(job.id, enqueued.id());
+    assert_eq!(job.task, "SendReceipt");
+    assert_eq!(job.queue, "email");
+    assert_eq!(job.priority, 150);
+    assert_eq!(job.max_attempts, 5);
+    assert_eq!(job.status, JobStatus::Pending);
+    assert_eq!(job.attempts, 0);
+    assert_eq!(job.progress, 0);
+    assert_eq!(job.unique_key, None);
+    assert_eq!(job.last_error, None);
+    assert!(job.errors.is_empty());
+    assert_eq!(job.run_at, job.created_at);
+    assert_eq!(
+        job.payload,
+        serde_json::json!({"order_id": 7, "email": "7@example.com"})
+    );
+}
+
+#[tokio::test]
+async fn defaults_apply_without_attributes() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client
+        .enqueue(Blob { data: "x".into() })
+        .await
+        .unwrap()
+        .id();
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.queue.as_str(), job.priority, job.max_attempts),
+        ("default", 100, 20)
+    );
+}
+
+#[tokio::test]
+async fn options_override_the_task_settings() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let options = EnqueueOptions::default()
+        .delay(Duration::from_secs(90))
+        .priority(30)
+        .max_attempts(2)
+        .queue("backfill");
+    let id = client.enqueue_with(receipt(1), options).await.unwrap().id();
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(job.priority, 30);
+    assert_eq!(job.max_attempts, 2);
+    assert_eq!(job.queue, "backfill");
+    // run_at is computed by the database clock in the inserting statement.
+    assert_eq!(job.run_at - job.created_at, chrono::Duration::seconds(90));
+}
+
+#[tokio::test]
+async fn an_absolute_run_at_is_stored_as_given() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let at: DateTime<Utc> = "2030-01-02T03:04:05Z".parse().unwrap();
+    let options = EnqueueOptions::default().run_at(at);
+    let id = client.enqueue_with(receipt(1), options).await.unwrap().id();
+    assert_eq!(client.job(id).await.unwrap().unwrap().run_at, at);
+}
+
+#[tokio::test]
+async fn out_of_range_options_are_typed_errors() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let cases = [
+        (EnqueueOptions::default().priority(1001), "priority"),
+        (EnqueueOptions::default().priority(-1), "priority"),
+        (EnqueueOptions::default().max_attempts(0), "max_attempts"),
+        (
+            EnqueueOptions::default()
+                .delay(Duration::from_secs(1))
+                .run_at(Utc::now()),
+            "run_at",
+        ),
+    ];
+    for (options, expected) in cases {
+        let err = client.enqueue_with(receipt(1), options).await.unwrap_err();
+        match err {
+            Error::InvalidOption { task, option, .. } => {
+                assert_eq!((task, option), ("SendReceipt", expected))
+            }
+            other => panic!("expected InvalidOption for {expected}, got {other}"),
+        }
+    }
+    assert_eq!(count_jobs(&db).await, 0);
+}
+
+#[tokio::test]
+async fn hostile_queue_names_are_refused_with_a_typed_error() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let long = "q".repeat(200);
+    let names = [
+        "email'; DROP TABLE pgq.jobs; --",
+        "a\"b",
+        "semi;colon",
+        long.as_str(),
+        "emoji\u{1F4E7}",
+        "",
+        "new\nline",
+    ];
+    for name in names {
+        let err = client
+            .enqueue_with(receipt(1), EnqueueOptions::default().queue(name))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidQueue { .. }),
+            "{name:?}: {err:?}"
+        );
+        assert!(err.to_string().starts_with("invalid queue name"), "{err}");
+    }
+    assert_eq!(count_jobs(&db).await, 0);
+}
+
+#[tokio::test]
+async fn a_payload_over_the_limit_is_refused_naming_task_and_size() {
+    let db = TestDatabase::new().await;
+    let big = Blob {
+        data: "x".repeat(300 * 1024),
+    };
+    let err = db.client().enqueue(big).await.unwrap_err();
+    match &err {
+        Error::PayloadTooLarge { task, size, limit } => {
+            assert_eq!(*task, "Blob");
+            assert_eq!(*size, 300 * 1024 + r#"{"data":""}"#.len());
+            assert_eq!(*limit, 256 * 1024);
+        }
+        other => panic!("expected PayloadTooLarge, got {other}"),
+    }
+    assert!(err.to_string().contains("\"Blob\" is 307211 bytes"), "{err}");
+
+    let client = db.client().with_max_payload_bytes(16);
+    let err = client
+        .enqueue(Blob {
+            data: "0123456789".into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::PayloadTooLarge { limit: 16, .. }));
+    assert_eq!(count_jobs(&db).await, 0);
+}
+
+#[tokio::test]
+async fn a_task_that_cannot_be_serialized_is_a_typed_error() {
+    let db = TestDatabase::new().await;
+    let task = Unserializable {
+        by_pair: HashMap::from([((1, 2), 3)]),
+    };
+    let err = db.client().enqueue(task).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Serialize {
+                task: "Unserializable",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn enqueue_in_commits_with_the_callers_transaction() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    sqlx::raw_sql("CREATE TABLE orders (id bigint PRIMARY KEY)")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let mut tx = db.pool().begin().await.unwrap();
+    sqlx::query("INSERT INTO orders VALUES (1)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let id = client.enqueue_in(&mut tx, receipt(1)).await.unwrap().id();
+    assert!(
+        client.job(id).await.unwrap().is_none(),
+        "visible before commit"
+    );
+    tx.commit().await.unwrap();
+    assert_eq!(
+        client.job(id).await.unwrap().unwrap().status,
+        JobStatus::Pending
+    );
+}
+
+#[tokio::test]
+async fn enqueue_in_rolls_back_with_the_callers_transaction() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let mut tx = db.pool().begin().await.unwrap();
+    let id = client.enqueue_in(&mut tx, receipt(1)).await.unwrap().id();
+    tx.rollback().await.unwrap();
+    assert!(client.job(id).await.unwrap().is_none());
+    assert_eq!(count_jobs(&db).await, 0);
+}
+
+#[tokio::test]
+async fn enqueue_notifies_with_the_queue_name() {
+    let db = TestDatabase::new().await;
+    let mut listener = PgListener::connect_with(db.pool()).await.unwrap();
+    listener.listen("pgq_insert").await.unwrap();
+    db.client().enqueue(receipt(1)).await.unwrap();
+    assert_eq!(next_notification(&mut listener).await, "email");
+}
+
+#[tokio::test]
+async fn enqueue_in_notifies_at_commit_and_delayed_jobs_do_not_notify() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let mut listener = PgListener::connect_with(db.pool()).await.unwrap();
+    listener.listen("pgq_insert").await.unwrap();
+
+    let mut tx = db.pool().begin().await.unwrap();
+    client.enqueue_in(&mut tx, receipt(1)).await.unwrap();
+    client
+        .enqueue_with(
+            receipt(2),
+            EnqueueOptions::default().delay(Duration::from_secs(3600)),
+        )
+        .await
+        .unwrap();
+    // Notifications arrive in commit order: the marker proves nothing came before it.
+    sqlx::query("SELECT pg_notify('pgq_insert', 'marker')")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(next_notification(&mut listener).await, "marker");
+    tx.commit().await.unwrap();
+    assert_eq!(next_notification(&mut listener).await, "email");
+}
+
+#[tokio::test]
+async fn a_missing_job_is_none() {
+    let db = TestDatabase::new().await;
+    assert!(db.client().job(42.into()).await.unwrap().is_none());
+}

@@ -1,0 +1,123 @@
+use pgq_testkit::TestDatabase;
+use sqlx::Row;
+
+#[tokio::test]
+async fn migrating_twice_changes_nothing() {
+    let db = TestDatabase::new().await;
+    pgq_core::migrate(db.pool()).await.unwrap();
+    db.client().migrate().await.unwrap();
+    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.migrations")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(applied, 1);
+}
+
+#[tokio::test]
+async fn concurrent_migrations_from_separate_pools_both_succeed() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let pool = sqlx::PgPool::connect_with(db.connect_options()).await.unwrap();
+        runs.push(tokio::spawn(async move { pgq_core::migrate(&pool).await }));
+    }
+    for run in runs {
+        run.await.unwrap().unwrap();
+    }
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_tables WHERE schemaname = 'pgq' AND tablename = 'jobs'",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(tables, 1);
+}
+
+#[tokio::test]
+async fn the_applications_sqlx_migrations_are_not_touched() {
+    let db = TestDatabase::new().await;
+    let app_table: Option<String> =
+        sqlx::query_scalar("SELECT to_regclass('public._sqlx_migrations')::text")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(app_table, None);
+    sqlx::raw_sql("CREATE TABLE public._sqlx_migrations (version bigint PRIMARY KEY); INSERT INTO public._sqlx_migrations VALUES (7)")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    pgq_core::migrate(db.pool()).await.unwrap();
+    let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM public._sqlx_migrations")
+        .fetch_all(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(versions, vec![7]);
+}
+
+#[tokio::test]
+async fn a_changed_migration_is_refused() {
+    let db = TestDatabase::new().await;
+    sqlx::query("UPDATE pgq.migrations SET checksum = 'edited' WHERE version = 1")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let err = pgq_core::migrate(db.pool()).await.unwrap_err();
+    assert!(
+        matches!(err, pgq_core::Error::Migration { version: 1, .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_jobs_table_has_every_column_and_index() {
+    let db = TestDatabase::new().await;
+    let columns: Vec<String> = sqlx::query_scalar(
+        "SELECT column_name::text FROM information_schema.columns
+         WHERE table_schema = 'pgq' AND table_name = 'jobs' ORDER BY column_name",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    let mut expected = vec![
+        "id", "task", "queue", "priority", "status", "payload", "run_at", "attempts",
+        "max_attempts", "unique_key", "last_error", "errors", "progress", "current_stage",
+        "events_count", "worker_id", "claimed_at", "lease_expires_at", "created_at",
+        "started_at", "completed_at", "updated_at",
+    ];
+    expected.sort();
+    assert_eq!(columns, expected);
+
+    let indexes = sqlx::query(
+        "SELECT indexname::text AS name, indexdef FROM pg_indexes WHERE schemaname = 'pgq' AND tablename = 'jobs'",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    let def = |name: &str| -> String {
+        indexes
+            .iter()
+            .find(|row| row.get::<String, _>("name") == name)
+            .map(|row| row.get("indexdef"))
+            .unwrap_or_else(|| panic!("index {name} missing"))
+    };
+    assert!(def("jobs_claim_idx").contains("WHERE (status = 'pending'::text)"));
+    assert!(def("jobs_unique_key_idx").starts_with("CREATE UNIQUE INDEX"));
+    assert!(def("jobs_lease_idx").contains("lease_expires_at"));
+}
+
+#[tokio::test]
+async fn the_status_check_refuses_unknown_states() {
+    let db = TestDatabase::new().await;
+    let err = sqlx::query(
+        "INSERT INTO pgq.jobs (task, queue, payload, status) VALUES ('t', 'default', '{}', 'done')",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap_err();
+    let code = err.as_database_error().unwrap().code().unwrap().into_owned();
+    assert_eq!(code, "23514", "{err}");
+}

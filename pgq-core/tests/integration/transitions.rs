@@ -1,0 +1,129 @@
+//! The database refuses every transition the state machine does not allow.
+
+use pgq_testkit::TestDatabase;
+use sqlx::PgPool;
+
+const STATES: [&str; 6] = [
+    "pending",
+    "claimed",
+    "running",
+    "completed",
+    "failed",
+    "cancelled",
+];
+
+const ALLOWED: [(&str, &str); 12] = [
+    ("pending", "claimed"),
+    ("pending", "cancelled"),
+    ("claimed", "running"),
+    ("claimed", "pending"),
+    ("claimed", "failed"),
+    ("claimed", "cancelled"),
+    ("running", "completed"),
+    ("running", "failed"),
+    ("running", "cancelled"),
+    ("running", "pending"),
+    ("failed", "pending"),
+    ("cancelled", "pending"),
+];
+
+/// Walks a new job along allowed transitions to `state`.
+const PATHS: [(&str, &[&str]); 6] = [
+    ("pending", &[]),
+    ("claimed", &["claimed"]),
+    ("running", &["claimed", "running"]),
+    ("completed", &["claimed", "running", "completed"]),
+    ("failed", &["claimed", "running", "failed"]),
+    ("cancelled", &["cancelled"]),
+];
+
+async fn job_in(pool: &PgPool, state: &str) -> i64 {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO pgq.jobs (task, queue, payload) VALUES ('t', 'default', '{}') RETURNING id",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let path = PATHS.iter().find(|(s, _)| *s == state).unwrap().1;
+    for step in path {
+        set_status(pool, id, step).await.unwrap();
+    }
+    id
+}
+
+async fn set_status(pool: &PgPool, id: i64, status: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = $2, worker_id = 'w', claimed_at = now(),
+             lease_expires_at = now() + interval '1 minute'
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(status)
+    .execute(pool)
+    .await
+    .map(|_| ())
+}
+
+#[tokio::test]
+async fn every_transition_is_allowed_or_refused_as_the_state_machine_says() {
+    let db = TestDatabase::new().await;
+    for from in STATES {
+        for to in STATES {
+            if from == to {
+                continue;
+            }
+            let id = job_in(db.pool(), from).await;
+            let result = set_status(db.pool(), id, to).await;
+            let allowed = ALLOWED.contains(&(from, to));
+            match result {
+                Ok(()) => assert!(allowed, "{from} -> {to} was accepted"),
+                Err(err) => {
+                    assert!(!allowed, "{from} -> {to} was refused: {err}");
+                    let message = err.to_string();
+                    assert!(
+                        message.contains(&format!("cannot move from {from} to {to}")),
+                        "{message}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn finished_jobs_cannot_be_rewritten_in_place() {
+    let db = TestDatabase::new().await;
+    for state in ["completed", "failed", "cancelled"] {
+        let id = job_in(db.pool(), state).await;
+        let err = sqlx::query("UPDATE pgq.jobs SET payload = '{\"x\": 1}' WHERE id = $1")
+            .bind(id)
+            .execute(db.pool())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("cannot move"), "{state}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn jobs_are_inserted_as_pending_only() {
+    let db = TestDatabase::new().await;
+    let err = sqlx::query(
+        "INSERT INTO pgq.jobs (task, queue, payload, status) VALUES ('t', 'default', '{}', 'completed')",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("inserted as pending"), "{err}");
+}
+
+#[tokio::test]
+async fn a_held_job_must_name_its_worker_and_lease() {
+    let db = TestDatabase::new().await;
+    let id = job_in(db.pool(), "pending").await;
+    let err = sqlx::query("UPDATE pgq.jobs SET status = 'claimed' WHERE id = $1")
+        .bind(id)
+        .execute(db.pool())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("check constraint"), "{err}");
+}

@@ -1,0 +1,157 @@
+use std::time::Duration;
+
+use pgq_core::{EnqueueOptions, Enqueued, JobStatus, Task};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, Task)]
+#[task(queue = "email", unique_key = "welcome:{user_id}")]
+struct SendWelcome {
+    user_id: i64,
+    email: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Task)]
+#[task(unique_key = "welcome:{user_id}")]
+struct OtherWithSameKey {
+    user_id: i64,
+}
+
+fn welcome(user_id: i64, email: &str) -> SendWelcome {
+    SendWelcome {
+        user_id,
+        email: email.into(),
+    }
+}
+
+async fn count_jobs(db: &TestDatabase) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pgq.jobs")
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
+}
+
+async fn set_status(db: &TestDatabase, id: pgq_core::JobId, path: &[&str]) {
+    for status in path {
+        sqlx::query(
+            "UPDATE pgq.jobs SET status = $2, worker_id = 'w', claimed_at = now(),
+                 lease_expires_at = now() + interval '1 minute' WHERE id = $1",
+        )
+        .bind(id.get())
+        .bind(status)
+        .execute(db.pool())
+        .await
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_second_enqueue_of_one_key_returns_the_first_job() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let first = client.enqueue(welcome(1, "a@x")).await.unwrap();
+    let second = client.enqueue(welcome(1, "b@x")).await.unwrap();
+    assert!(matches!(first, Enqueued::Inserted(_)));
+    assert_eq!(second, Enqueued::Duplicate(first.id()));
+    assert!(second.is_duplicate());
+    let job = client.job(first.id()).await.unwrap().unwrap();
+    assert_eq!(job.unique_key.as_deref(), Some("welcome:1"));
+    assert_eq!(job.payload["email"], "a@x");
+    assert_eq!(count_jobs(&db).await, 1);
+}
+
+#[tokio::test]
+async fn twenty_concurrent_enqueues_of_one_key_make_one_job() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let mut calls = Vec::new();
+    for n in 0..20 {
+        let client = client.clone();
+        calls.push(tokio::spawn(async move {
+            client.enqueue(welcome(5, &format!("{n}@x"))).await
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for call in calls {
+        outcomes.push(call.await.unwrap().unwrap());
+    }
+    let inserted: Vec<_> = outcomes.iter().filter(|o| !o.is_duplicate()).collect();
+    assert_eq!(inserted.len(), 1, "{outcomes:?}");
+    let id = inserted[0].id();
+    assert!(outcomes.iter().all(|o| o.id() == id), "{outcomes:?}");
+    assert_eq!(count_jobs(&db).await, 1);
+}
+
+#[tokio::test]
+async fn replace_updates_a_pending_duplicate() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let first = client.enqueue(welcome(1, "old@x")).await.unwrap();
+    let options = EnqueueOptions::default()
+        .replace()
+        .priority(150)
+        .delay(Duration::from_secs(60));
+    let replaced = client
+        .enqueue_with(welcome(1, "new@x"), options)
+        .await
+        .unwrap();
+    assert_eq!(replaced, Enqueued::Replaced(first.id()));
+    let job = client.job(first.id()).await.unwrap().unwrap();
+    assert_eq!(job.payload["email"], "new@x");
+    assert_eq!(job.priority, 150);
+    assert!(job.run_at > job.created_at);
+    assert_eq!(count_jobs(&db).await, 1);
+}
+
+#[tokio::test]
+async fn replace_leaves_a_running_duplicate_alone() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let first = client.enqueue(welcome(1, "old@x")).await.unwrap();
+    set_status(&db, first.id(), &["claimed", "running"]).await;
+    let again = client
+        .enqueue_with(welcome(1, "new@x"), EnqueueOptions::default().replace())
+        .await
+        .unwrap();
+    assert_eq!(again, Enqueued::Duplicate(first.id()));
+    let job = client.job(first.id()).await.unwrap().unwrap();
+    assert_eq!(job.payload["email"], "old@x");
+}
+
+#[tokio::test]
+async fn a_finished_job_frees_its_key() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let first = client.enqueue(welcome(1, "a@x")).await.unwrap();
+    set_status(&db, first.id(), &["claimed", "running", "completed"]).await;
+    let second = client.enqueue(welcome(1, "a@x")).await.unwrap();
+    assert!(matches!(second, Enqueued::Inserted(id) if id != first.id()));
+    assert_eq!(
+        client.job(first.id()).await.unwrap().unwrap().status,
+        JobStatus::Completed
+    );
+}
+
+#[tokio::test]
+async fn keys_are_unique_per_task() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let a = client.enqueue(welcome(1, "a@x")).await.unwrap();
+    let b = client
+        .enqueue(OtherWithSameKey { user_id: 1 })
+        .await
+        .unwrap();
+    assert!(!a.is_duplicate() && !b.is_duplicate());
+    assert_ne!(a.id(), b.id());
+}
+
+#[tokio::test]
+async fn enqueue_in_honours_unique_keys() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let first = client.enqueue(welcome(1, "a@x")).await.unwrap();
+    let mut tx = db.pool().begin().await.unwrap();
+    let again = client.enqueue_in(&mut tx, welcome(1, "b@x")).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(again, Enqueued::Duplicate(first.id()));
+}

@@ -1,0 +1,22 @@
+use pgq_core::Task;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Task)]
+#[task(queue, priority = )]
+struct SendWelcome {
+    user_id: i64,
+}
+
+#[derive(Serialize, Deserialize, Task)]
+#[task(timeout("30s"))]
+struct Parenthesized {
+    user_id: i64,
+}
+
+#[derive(Serialize, Deserialize, Task)]
+#[task]
+struct Bare {
+    user_id: i64,
+}
+
+fn main() {}

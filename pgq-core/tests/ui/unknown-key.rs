@@ -1,0 +1,10 @@
+use pgq_core::Task;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Task)]
+#[task(queu = "email")]
+struct SendWelcome {
+    user_id: i64,
+}
+
+fn main() {}

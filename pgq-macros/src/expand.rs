@@ -1,0 +1,180 @@
+//! Emits the `Task` impl and its registration.
+
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::{DeriveInput, Ident, LitStr};
+
+use crate::ast::Input;
+use crate::ctxt::Ctxt;
+use crate::fallback;
+use crate::valid::{self, Settings, UniqueKey};
+
+/// `#[derive(Task)]`: the impl and registration, or every error plus a stub impl.
+pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
+    let cx = Ctxt::new();
+    let task = Input::from_syn(&cx, input);
+    let settings = valid::check(&cx, &task);
+    match cx.check() {
+        Ok(()) => impl_task(task.ident, &settings),
+        Err(errors) => fallback::expand(input, errors),
+    }
+}
+
+fn impl_task(ident: &Ident, settings: &Settings) -> TokenStream {
+    let ty = call_site_ident(ident);
+    let name = &settings.name;
+    let queue = settings
+        .queue
+        .as_ref()
+        .map(|queue| quote!(const QUEUE: &'static str = #queue;));
+    let priority = settings.priority.map(|priority| {
+        let priority = Literal::i16_unsuffixed(priority);
+        quote!(const PRIORITY: i16 = #priority;)
+    });
+    let max_attempts = settings.max_attempts.map(|max_attempts| {
+        let max_attempts = Literal::i32_unsuffixed(max_attempts);
+        quote!(const MAX_ATTEMPTS: i32 = #max_attempts;)
+    });
+    let timeout = settings.timeout_millis.map(|millis| {
+        let millis = Literal::u64_unsuffixed(millis);
+        quote! {
+            const TIMEOUT: ::core::option::Option<::core::time::Duration> =
+                ::core::option::Option::Some(::core::time::Duration::from_millis(#millis));
+        }
+    });
+    let unique_key = settings.unique_key.as_ref().map(unique_key_fn);
+    quote! {
+        const _: () = {
+            #[automatically_derived]
+            impl ::pgq_core::Task for #ty {
+                const NAME: &'static str = #name;
+                #queue
+                #priority
+                #max_attempts
+                #timeout
+                #unique_key
+            }
+            ::pgq_core::__private::register_task!(#ty);
+        };
+    }
+}
+
+/// `fn unique_key`, its `format!` located at the literal so that a field that is not `Display`
+/// is reported there.
+fn unique_key_fn(unique_key: &UniqueKey) -> TokenStream {
+    let UniqueKey {
+        format,
+        fields,
+        span,
+    } = unique_key;
+    let key = if fields.is_empty() {
+        let text = LitStr::new(&format.replace("{{", "{").replace("}}", "}"), *span);
+        quote_spanned!(*span=> ::std::string::String::from(#text))
+    } else {
+        let format = LitStr::new(format, *span);
+        quote_spanned!(*span=> ::std::format!(#format, #(self.#fields),*))
+    };
+    quote! {
+        fn unique_key(&self) -> ::core::option::Option<::std::string::String> {
+            ::core::option::Option::Some(#key)
+        }
+    }
+}
+
+/// The type's name where the user wrote it, resolved like the rest of the generated code.
+pub(crate) fn call_site_ident(ident: &Ident) -> Ident {
+    let mut ident = ident.clone();
+    ident.set_span(ident.span().resolved_at(Span::call_site()));
+    ident
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use syn::parse_quote;
+
+    #[test]
+    fn every_key() {
+        let input: DeriveInput = parse_quote! {
+            #[task(queue = "email", priority = 150, max_attempts = 5)]
+            #[task(unique_key = "welcome:{user_id}", timeout = "30s")]
+            struct SendWelcome { user_id: i64, email: String }
+        };
+        let expected = quote! {
+            const _: () = {
+                #[automatically_derived]
+                impl ::pgq_core::Task for SendWelcome {
+                    const NAME: &'static str = "SendWelcome";
+                    const QUEUE: &'static str = "email";
+                    const PRIORITY: i16 = 150;
+                    const MAX_ATTEMPTS: i32 = 5;
+                    const TIMEOUT: ::core::option::Option<::core::time::Duration> =
+                        ::core::option::Option::Some(::core::time::Duration::from_millis(30000));
+                    fn unique_key(&self) -> ::core::option::Option<::std::string::String> {
+                        ::core::option::Option::Some(::std::format!("welcome:{}", self.user_id))
+                    }
+                }
+                ::pgq_core::__private::register_task!(SendWelcome);
+            };
+        };
+        assert_eq!(derive(&input).to_string(), expected.to_string());
+    }
+
+    #[test]
+    fn only_the_name_by_default() {
+        let input: DeriveInput = parse_quote!(
+            struct Ping;
+        );
+        let expected = quote! {
+            const _: () = {
+                #[automatically_derived]
+                impl ::pgq_core::Task for Ping {
+                    const NAME: &'static str = "Ping";
+                }
+                ::pgq_core::__private::register_task!(Ping);
+            };
+        };
+        assert_eq!(derive(&input).to_string(), expected.to_string());
+    }
+
+    #[test]
+    fn a_constant_unique_key_is_not_formatted() {
+        let input: DeriveInput = parse_quote!(
+            #[task(name = "x", unique_key = "{{one}}")]
+            struct Ping;
+        );
+        let expected = quote! {
+            const _: () = {
+                #[automatically_derived]
+                impl ::pgq_core::Task for Ping {
+                    const NAME: &'static str = "x";
+                    fn unique_key(&self) -> ::core::option::Option<::std::string::String> {
+                        ::core::option::Option::Some(::std::string::String::from("{one}"))
+                    }
+                }
+                ::pgq_core::__private::register_task!(Ping);
+            };
+        };
+        assert_eq!(derive(&input).to_string(), expected.to_string());
+    }
+
+    #[test]
+    fn errors_come_with_a_stub() {
+        let input: DeriveInput = parse_quote!(
+            #[task(queu = "x", priority = 1001)]
+            struct Ping;
+        );
+        let output = derive(&input).to_string();
+        assert_eq!(output.matches("compile_error").count(), 2, "{output}");
+        assert!(
+            output.contains(
+                &quote!(
+                    const NAME: &'static str = "Ping";
+                )
+                .to_string()
+            ),
+            "{output}"
+        );
+        assert!(!output.contains("register_task"), "{output}");
+    }
+}
