@@ -46,6 +46,14 @@ CREATE INDEX jobs_lease_idx ON pgq.jobs (lease_expires_at)
 CREATE INDEX jobs_finished_idx ON pgq.jobs (completed_at)
     WHERE status IN ('completed', 'failed', 'cancelled');
 
+-- The default retry delay after failed attempt n: 10 s * 2^(n-1), capped at 1 h, with up to
+-- 20 % jitter downwards so that jobs failing together do not retry together.
+CREATE FUNCTION pgq.default_backoff(attempt integer) RETURNS interval
+LANGUAGE sql VOLATILE AS $$
+    SELECT make_interval(secs => least(10 * power(2, greatest(attempt, 1) - 1), 3600)
+                                 * (0.8 + random() * 0.2))
+$$;
+
 -- The state machine:
 --   pending  -> claimed | cancelled
 --   claimed  -> running | pending | failed | cancelled

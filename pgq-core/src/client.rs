@@ -76,7 +76,11 @@ impl Client {
     }
 
     /// Enqueues a task with per-job overrides.
-    pub async fn enqueue_with<T: Task>(&self, task: T, options: EnqueueOptions) -> Result<Enqueued> {
+    pub async fn enqueue_with<T: Task>(
+        &self,
+        task: T,
+        options: EnqueueOptions,
+    ) -> Result<Enqueued> {
         let template = enqueue::template::<T>(&options)?;
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
         store::enqueue::insert_one(

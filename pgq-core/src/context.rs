@@ -1,6 +1,9 @@
 //! [`JobContext`]: what a handler knows about the job it runs.
 
+use std::sync::Arc;
+
 use crate::job_id::JobId;
+use crate::state::StateMap;
 
 /// The job a handler is running: its identity, attempt and the services around it.
 #[derive(Debug)]
@@ -10,16 +13,17 @@ pub struct JobContext {
     task: String,
     queue: String,
     unique_key: Option<String>,
+    state: Arc<StateMap>,
 }
 
 impl JobContext {
-    #[doc(hidden)]
-    pub fn new(
+    pub(crate) fn new(
         id: JobId,
         attempt: i32,
         task: String,
         queue: String,
         unique_key: Option<String>,
+        state: Arc<StateMap>,
     ) -> Self {
         Self {
             id,
@@ -27,7 +31,28 @@ impl JobContext {
             task,
             queue,
             unique_key,
+            state,
         }
+    }
+
+    /// The value of type `S` given to [`WorkerBuilder::state`](crate::WorkerBuilder::state):
+    /// a pool, an HTTP client, configuration.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Charge { cents: i64 }
+    /// struct Billing { api_key: String }
+    ///
+    /// #[async_trait]
+    /// impl Handler for Charge {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         let billing = ctx.state::<Billing>().ok_or_else(|| TaskError::fail("no Billing state"))?;
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn state<S: Send + Sync + 'static>(&self) -> Option<&S> {
+        self.state.get::<S>()
     }
 
     /// The job's id.

@@ -133,7 +133,10 @@ pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTe
         ));
     }
     if options.run_at.is_some() && options.delay.is_some() {
-        return Err(invalid::<T>("run_at", "give run_at or delay, not both".into()));
+        return Err(invalid::<T>(
+            "run_at",
+            "give run_at or delay, not both".into(),
+        ));
     }
     let delay_ms = match options.delay {
         Some(delay) => i64::try_from(delay.as_millis())

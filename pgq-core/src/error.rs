@@ -53,6 +53,10 @@ pub enum Error {
         reason: String,
     },
 
+    /// A worker's configuration was refused by `build()`, or the worker failed to stop.
+    #[error("invalid worker: {0}")]
+    InvalidWorker(String),
+
     /// A task's serialized payload exceeds the client's limit.
     #[error("payload of task {task:?} is {size} bytes; the limit is {limit} bytes")]
     PayloadTooLarge {

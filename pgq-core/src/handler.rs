@@ -2,12 +2,13 @@
 
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::time::Duration;
 
 use serde_json::value::RawValue;
 
 use crate::context::JobContext;
 use crate::task::Task;
-use crate::task_error::TaskError;
+use crate::task_error::{TaskAction, TaskError};
 
 /// Runs jobs of one task type.
 ///
@@ -35,6 +36,14 @@ use crate::task_error::TaskError;
 pub trait Handler: Task {
     /// Runs one attempt of the job. `Ok` completes it; an error says what happens next.
     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError>;
+
+    /// The delay before retrying after failed attempt `attempt` (starting at 1), for errors
+    /// that do not choose their own. `None`, the default, uses pgq's backoff: 10 s · 2^(attempt−1),
+    /// capped at 1 h, with jitter, computed by the database.
+    fn backoff(attempt: i32) -> Option<Duration> {
+        let _ = attempt;
+        None
+    }
 }
 
 /// A boxed, sendable future of one attempt's outcome.
@@ -44,6 +53,7 @@ pub(crate) type AttemptFuture = Pin<Box<dyn Future<Output = Result<(), TaskError
 #[doc(hidden)]
 pub type RunFn = fn(Box<RawValue>, JobContext) -> AttemptFuture;
 
+/// One attempt: deserialize, run within the task's timeout, and apply its backoff.
 fn run<T: Handler>(payload: Box<RawValue>, ctx: JobContext) -> AttemptFuture {
     Box::pin(async move {
         let task: T = serde_json::from_str(payload.get()).map_err(|err| {
@@ -52,7 +62,18 @@ fn run<T: Handler>(payload: Box<RawValue>, ctx: JobContext) -> AttemptFuture {
                 T::NAME
             ))
         })?;
-        task.handle(&ctx).await
+        let outcome = match T::TIMEOUT {
+            Some(limit) => tokio::time::timeout(limit, task.handle(&ctx))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(TaskError::retry(format_args!("timed out after {limit:?}")))
+                }),
+            None => task.handle(&ctx).await,
+        };
+        outcome.map_err(|err| match (err.action(), T::backoff(ctx.attempt())) {
+            (TaskAction::Retry, Some(delay)) => err.with_action(TaskAction::RetryAfter(delay)),
+            _ => err,
+        })
     })
 }
 

@@ -14,9 +14,11 @@ mod job_id;
 mod migrate;
 mod queue;
 mod registry;
+mod state;
 mod store;
 mod task;
 mod task_error;
+mod worker;
 
 pub use async_trait::async_trait;
 pub use client::{Client, DEFAULT_MAX_CONNECTIONS};
@@ -33,7 +35,11 @@ pub use task::{
     DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, MAX_MAX_ATTEMPTS, MAX_PRIORITY,
     MIN_PRIORITY, Task,
 };
-pub use task_error::{TaskAction, TaskError};
+pub use task_error::{MAX_ERROR_BYTES, TaskAction, TaskError};
+pub use worker::{
+    DEFAULT_BATCH_SIZE, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE, JobOutcome,
+    Worker, WorkerBuilder, WorkerEvent, WorkerHandle, WorkerStats,
+};
 
 /// `#[derive(Task)]`: implements [`Task`] and registers the type. See the README for keys.
 pub use pgq_macros::Task;

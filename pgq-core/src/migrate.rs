@@ -51,13 +51,12 @@ pub async fn migrate(pool: &PgPool) -> Result<()> {
         .await?;
     sqlx::raw_sql(BOOKKEEPING).execute(&mut *tx).await?;
     for migration in MIGRATIONS {
-        let applied = sqlx::query(
-            "SELECT checksum = md5($2) AS same FROM pgq.migrations WHERE version = $1",
-        )
-        .bind(migration.version)
-        .bind(migration.sql)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let applied =
+            sqlx::query("SELECT checksum = md5($2) AS same FROM pgq.migrations WHERE version = $1")
+                .bind(migration.version)
+                .bind(migration.sql)
+                .fetch_optional(&mut *tx)
+                .await?;
         match applied {
             Some(row) if row.try_get::<bool, _>("same")? => continue,
             Some(_) => {
@@ -77,12 +76,14 @@ pub async fn migrate(pool: &PgPool) -> Result<()> {
                 name: migration.name.to_owned(),
                 message: err.to_string(),
             })?;
-        sqlx::query("INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, $2, md5($3))")
-            .bind(migration.version)
-            .bind(migration.name)
-            .bind(migration.sql)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
+        )
+        .bind(migration.version)
+        .bind(migration.name)
+        .bind(migration.sql)
+        .execute(&mut *tx)
+        .await?;
     }
     tx.commit().await?;
     Ok(())
@@ -105,7 +106,11 @@ mod tests {
         assert_eq!(files, embedded);
         for (index, migration) in MIGRATIONS.iter().enumerate() {
             assert_eq!(migration.version, index as i64 + 1);
-            assert!(migration.name.starts_with(&format!("{:04}_", migration.version)));
+            assert!(
+                migration
+                    .name
+                    .starts_with(&format!("{:04}_", migration.version))
+            );
         }
     }
 }

@@ -32,7 +32,13 @@ mod tests {
 
     #[test]
     fn accepts_plain_names() {
-        for name in ["default", "email", "reports.monthly", "a:b-c_d", &"q".repeat(64)] {
+        for name in [
+            "default",
+            "email",
+            "reports.monthly",
+            "a:b-c_d",
+            &"q".repeat(64),
+        ] {
             assert!(validate(name).is_ok(), "{name}");
         }
     }
@@ -40,7 +46,15 @@ mod tests {
     #[test]
     fn refuses_hostile_names() {
         let long = "q".repeat(200);
-        for name in ["", "it's", "a;drop table x", "e\u{1F600}", "tab\t", " ", &long] {
+        for name in [
+            "",
+            "it's",
+            "a;drop table x",
+            "e\u{1F600}",
+            "tab\t",
+            " ",
+            &long,
+        ] {
             assert!(validate(name).is_err(), "{name:?}");
         }
     }

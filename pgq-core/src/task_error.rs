@@ -57,7 +57,10 @@ impl TaskError {
 
     /// Run the job again after `delay`, without counting this attempt.
     pub fn snooze(delay: Duration) -> Self {
-        Self::new(TaskAction::Snooze(delay), format_args!("snoozed for {delay:?}"))
+        Self::new(
+            TaskAction::Snooze(delay),
+            format_args!("snoozed for {delay:?}"),
+        )
     }
 
     fn new(action: TaskAction, message: impl fmt::Display) -> Self {
@@ -65,6 +68,10 @@ impl TaskError {
             action,
             message: message.to_string(),
         }
+    }
+
+    pub(crate) fn with_action(self, action: TaskAction) -> Self {
+        Self { action, ..self }
     }
 
     /// What pgq will do with the job.
@@ -76,6 +83,22 @@ impl TaskError {
     pub fn message(&self) -> &str {
         &self.message
     }
+}
+
+/// The most of an error message pgq stores per attempt, in bytes.
+pub const MAX_ERROR_BYTES: usize = 2048;
+
+/// Cuts a message to [`MAX_ERROR_BYTES`] at a character boundary, saying how long it was.
+pub(crate) fn truncate_error(message: &str) -> String {
+    if message.len() <= MAX_ERROR_BYTES {
+        return message.to_owned();
+    }
+    let suffix = format!("… ({} bytes, truncated)", message.len());
+    let mut end = MAX_ERROR_BYTES - suffix.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{suffix}", &message[..end])
 }
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for TaskError {
@@ -104,5 +127,24 @@ impl fmt::Debug for TaskError {
 impl fmt::Display for TaskError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_ERROR_BYTES, truncate_error};
+
+    #[test]
+    fn short_messages_are_kept_whole() {
+        assert_eq!(truncate_error("boom"), "boom");
+    }
+
+    #[test]
+    fn long_messages_are_cut_at_a_char_boundary() {
+        let message = "é".repeat(5_000_000);
+        let cut = truncate_error(&message);
+        assert!(cut.len() <= MAX_ERROR_BYTES, "{}", cut.len());
+        assert!(cut.ends_with("… (10000000 bytes, truncated)"), "{cut}");
+        assert!(cut.starts_with("éé"));
     }
 }

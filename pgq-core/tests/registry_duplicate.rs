@@ -22,6 +22,9 @@ fn two_types_with_one_task_name_are_a_clear_error() {
         "{err}"
     );
     let message = err.to_string();
-    assert!(message.contains("registry_duplicate::billing::Charge"), "{message}");
+    assert!(
+        message.contains("registry_duplicate::billing::Charge"),
+        "{message}"
+    );
     assert!(message.contains("registry_duplicate::Charge2"), "{message}");
 }

@@ -61,15 +61,15 @@ impl<'a> Input<'a> {
                 }
             }
             Data::Enum(data) => {
-                cx.error_spanned_by(
-                    &data.enum_token,
+                cx.error_at(
+                    data.enum_token.span,
                     "#[derive(Task)] supports structs with named fields; enums are not supported",
                 );
                 Shape::Unsupported
             }
             Data::Union(data) => {
-                cx.error_spanned_by(
-                    &data.union_token,
+                cx.error_at(
+                    data.union_token.span,
                     "#[derive(Task)] supports structs with named fields; unions are not supported",
                 );
                 Shape::Unsupported

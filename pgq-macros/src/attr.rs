@@ -158,7 +158,7 @@ fn parse_entry(cx: &Ctxt, entry: Vec<TokenTree>) -> Option<Arg> {
             let rest: TokenStream = other.into_iter().chain(tokens).collect();
             cx.error_spanned_by(
                 rest,
-                format_args!("expected a key in #[task]; expected one of {}", Key::list()),
+                format_args!("expected a key in #[task], one of {}", Key::list()),
             );
             return None;
         }
@@ -259,8 +259,8 @@ mod tests {
                 "expected a value after `max_attempts =`",
                 "expected #[task(key = value, ...)]",
                 "expected `key = value` before `,` in #[task]",
-                "expected a key in #[task]; expected one of `queue`, `priority`, \
-                 `max_attempts`, `unique_key`, `name`, `timeout`",
+                "expected a key in #[task], one of `queue`, `priority`, `max_attempts`, \
+                 `unique_key`, `name`, `timeout`",
             ]
         );
     }

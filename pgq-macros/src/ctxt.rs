@@ -4,6 +4,7 @@ use std::cell::RefCell;
 use std::fmt::Display;
 use std::thread;
 
+use proc_macro2::Span;
 use quote::ToTokens;
 
 /// The errors found so far while deriving `Task` for one type.
@@ -26,6 +27,11 @@ impl Ctxt {
     /// Reports an error spanned on the tokens of `obj`.
     pub(crate) fn error_spanned_by<A: ToTokens, T: Display>(&self, obj: A, msg: T) {
         self.push(syn::Error::new_spanned(obj.into_token_stream(), msg));
+    }
+
+    /// Reports an error at `span`.
+    pub(crate) fn error_at<T: Display>(&self, span: Span, msg: T) {
+        self.push(syn::Error::new(span, msg));
     }
 
     fn push(&self, error: syn::Error) {

@@ -48,9 +48,11 @@ impl TestDatabase {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
-        let mut admin = PgConnection::connect_with(&server).await.unwrap_or_else(|err| {
-            panic!("cannot connect to PostgreSQL at {url:?} (set DATABASE_URL): {err}")
-        });
+        let mut admin = PgConnection::connect_with(&server)
+            .await
+            .unwrap_or_else(|err| {
+                panic!("cannot connect to PostgreSQL at {url:?} (set DATABASE_URL): {err}")
+            });
         // The name is made here of letters, digits and underscores; DDL cannot bind it.
         sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
             .execute(&mut admin)
@@ -105,9 +107,9 @@ impl Drop for TestDatabase {
                 sqlx::raw_sql(AssertSqlSafe(format!(
                     "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
                 )))
-                    .execute(&mut admin)
-                    .await
-                    .ok()?;
+                .execute(&mut admin)
+                .await
+                .ok()?;
                 admin.close().await.ok()
             })
         });

@@ -1,8 +1,8 @@
 //! The store: every SQL statement pgq runs lives below this module, with values always bound.
 
+pub(crate) mod attempt;
 pub(crate) mod enqueue;
 pub(crate) mod job;
 
 /// The channel enqueues notify, with the queue name as payload, so idle workers wake up.
 pub(crate) const INSERT_CHANNEL: &str = "pgq_insert";
-

@@ -186,7 +186,10 @@ async fn a_payload_over_the_limit_is_refused_naming_task_and_size() {
         }
         other => panic!("expected PayloadTooLarge, got {other}"),
     }
-    assert!(err.to_string().contains("\"Blob\" is 307211 bytes"), "{err}");
+    assert!(
+        err.to_string().contains("\"Blob\" is 307211 bytes"),
+        "{err}"
+    );
 
     let client = db.client().with_max_payload_bytes(16);
     let err = client

@@ -87,11 +87,7 @@ async fn duplicates_inside_a_batch_and_against_active_jobs_are_found() {
 #[tokio::test]
 async fn an_empty_batch_does_nothing() {
     let db = TestDatabase::new().await;
-    let outcomes = db
-        .client()
-        .enqueue_many(Vec::<Index>::new())
-        .await
-        .unwrap();
+    let outcomes = db.client().enqueue_many(Vec::<Index>::new()).await.unwrap();
     assert!(outcomes.is_empty());
 }
 

@@ -1,9 +1,19 @@
 //! Integration tests against a real PostgreSQL: one module per feature, one binary so the
 //! suite links once. Each test gets its own database from `pgq_testkit::TestDatabase`.
 
+mod support;
+
 mod enqueue;
 mod enqueue_many;
 mod migrate;
 mod registry;
 mod transitions;
 mod unique_key;
+mod worker_bad_input;
+mod worker_build;
+mod worker_claim;
+mod worker_exactly_once;
+mod worker_handler;
+mod worker_outcomes;
+mod worker_shutdown;
+mod worker_wakeup;

@@ -22,7 +22,9 @@ async fn concurrent_migrations_from_separate_pools_both_succeed() {
         .unwrap();
     let mut runs = Vec::new();
     for _ in 0..4 {
-        let pool = sqlx::PgPool::connect_with(db.connect_options()).await.unwrap();
+        let pool = sqlx::PgPool::connect_with(db.connect_options())
+            .await
+            .unwrap();
         runs.push(tokio::spawn(async move { pgq_core::migrate(&pool).await }));
     }
     for run in runs {
@@ -83,10 +85,28 @@ async fn the_jobs_table_has_every_column_and_index() {
     .await
     .unwrap();
     let mut expected = vec![
-        "id", "task", "queue", "priority", "status", "payload", "run_at", "attempts",
-        "max_attempts", "unique_key", "last_error", "errors", "progress", "current_stage",
-        "events_count", "worker_id", "claimed_at", "lease_expires_at", "created_at",
-        "started_at", "completed_at", "updated_at",
+        "id",
+        "task",
+        "queue",
+        "priority",
+        "status",
+        "payload",
+        "run_at",
+        "attempts",
+        "max_attempts",
+        "unique_key",
+        "last_error",
+        "errors",
+        "progress",
+        "current_stage",
+        "events_count",
+        "worker_id",
+        "claimed_at",
+        "lease_expires_at",
+        "created_at",
+        "started_at",
+        "completed_at",
+        "updated_at",
     ];
     expected.sort();
     assert_eq!(columns, expected);
@@ -118,6 +138,11 @@ async fn the_status_check_refuses_unknown_states() {
     .execute(db.pool())
     .await
     .unwrap_err();
-    let code = err.as_database_error().unwrap().code().unwrap().into_owned();
+    let code = err
+        .as_database_error()
+        .unwrap()
+        .code()
+        .unwrap()
+        .into_owned();
     assert_eq!(code, "23514", "{err}");
 }

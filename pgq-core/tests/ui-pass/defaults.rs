@@ -16,7 +16,12 @@ struct r#Edge {
 }
 
 #[derive(Serialize, Deserialize, Task)]
-#[task(unique_key = "singleton", priority = 1000, max_attempts = 1, timeout = "24h")]
+#[task(
+    unique_key = "singleton",
+    priority = 1000,
+    max_attempts = 1,
+    timeout = "24h"
+)]
 struct Nightly {}
 
 fn main() {
@@ -38,7 +43,10 @@ fn main() {
     assert_eq!(edge.unique_key().as_deref(), Some("t-{3}"));
 
     assert_eq!((Nightly::PRIORITY, Nightly::MAX_ATTEMPTS), (1000, 1));
-    assert_eq!(Nightly::TIMEOUT, Some(std::time::Duration::from_secs(86_400)));
+    assert_eq!(
+        Nightly::TIMEOUT,
+        Some(std::time::Duration::from_secs(86_400))
+    );
     assert_eq!(Nightly {}.unique_key().as_deref(), Some("singleton"));
 
     let registry = pgq_core::Registry::linked().unwrap();

@@ -4,7 +4,11 @@ use std::time::Duration;
 
 #[derive(Serialize, Deserialize, Task)]
 #[task(queue = "email", priority = 150, max_attempts = 5)]
-#[task(unique_key = "welcome:{user_id}:{{{email}}}", name = "billing.charge", timeout = "30s")]
+#[task(
+    unique_key = "welcome:{user_id}:{{{email}}}",
+    name = "billing.charge",
+    timeout = "30s"
+)]
 struct SendWelcome {
     user_id: i64,
     email: String,

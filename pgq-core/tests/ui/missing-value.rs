@@ -7,16 +7,4 @@ struct SendWelcome {
     user_id: i64,
 }
 
-#[derive(Serialize, Deserialize, Task)]
-#[task(timeout("30s"))]
-struct Parenthesized {
-    user_id: i64,
-}
-
-#[derive(Serialize, Deserialize, Task)]
-#[task]
-struct Bare {
-    user_id: i64,
-}
-
 fn main() {}

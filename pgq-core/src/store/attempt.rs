@@ -1,0 +1,226 @@
+//! Claiming jobs and recording how each attempt ended. Every update out of claimed/running is
+//! fenced on (id, attempt, worker): zero rows changed means another attempt owns the job now.
+
+use serde_json::value::RawValue;
+use sqlx::types::Json;
+use sqlx::{PgPool, Row};
+
+use crate::error::Result;
+use crate::job_id::JobId;
+
+/// A job this worker claimed.
+#[derive(Debug)]
+pub(crate) struct ClaimedJob {
+    pub(crate) id: JobId,
+    pub(crate) task: String,
+    pub(crate) queue: String,
+    pub(crate) payload: Box<RawValue>,
+    pub(crate) attempt: i32,
+    pub(crate) unique_key: Option<String>,
+}
+
+/// Who holds an attempt: the fence every transition names.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fence<'a> {
+    pub(crate) id: JobId,
+    pub(crate) attempt: i32,
+    pub(crate) worker_id: &'a str,
+}
+
+const CLAIM: &str = "
+WITH next AS (
+    SELECT id FROM pgq.jobs
+    WHERE status = 'pending' AND queue = $1 AND run_at <= now() AND task = ANY($2)
+    ORDER BY priority DESC, run_at, id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pgq.jobs AS job
+SET status = 'claimed', attempts = job.attempts + 1, worker_id = $4, claimed_at = now(),
+    lease_expires_at = now() + $5 * interval '1 millisecond', updated_at = now()
+FROM next
+WHERE job.id = next.id
+RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key";
+
+/// Claims up to `limit` due jobs of `queue` whose task is in `tasks`, in priority order.
+pub(crate) async fn claim(
+    pool: &PgPool,
+    queue: &str,
+    tasks: &[&'static str],
+    limit: usize,
+    worker_id: &str,
+    lease_ms: i64,
+) -> Result<Vec<ClaimedJob>> {
+    let rows = sqlx::query(CLAIM)
+        .bind(queue)
+        .bind(tasks)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(worker_id)
+        .bind(lease_ms)
+        .fetch_all(pool)
+        .await?;
+    let mut jobs = rows
+        .iter()
+        .map(|row| {
+            let Json(payload) = row.try_get::<Json<Box<RawValue>>, _>("payload")?;
+            Ok(ClaimedJob {
+                id: JobId::from(row.try_get::<i64, _>("id")?),
+                task: row.try_get("task")?,
+                queue: row.try_get("queue")?,
+                payload,
+                attempt: row.try_get("attempts")?,
+                unique_key: row.try_get("unique_key")?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    jobs.sort_by_key(|job| job.id);
+    Ok(jobs)
+}
+
+const START: &str = "
+UPDATE pgq.jobs AS job SET status = 'running', started_at = now(), updated_at = now()
+FROM unnest($1::bigint[], $2::int[]) AS fence(id, attempt)
+WHERE job.id = fence.id AND job.attempts = fence.attempt AND job.worker_id = $3
+  AND job.status = 'claimed'";
+
+/// Marks a claimed batch as running, in one statement.
+pub(crate) async fn start(pool: &PgPool, jobs: &[ClaimedJob], worker_id: &str) -> Result<()> {
+    let ids: Vec<i64> = jobs.iter().map(|job| job.id.get()).collect();
+    let attempts: Vec<i32> = jobs.iter().map(|job| job.attempt).collect();
+    sqlx::query(START)
+        .bind(ids)
+        .bind(attempts)
+        .bind(worker_id)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+const COMPLETE: &str = "
+UPDATE pgq.jobs SET status = 'completed', progress = 100, completed_at = now(),
+    lease_expires_at = NULL, updated_at = now()
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'running'";
+
+/// Completes the attempt. `false` when the fence no longer holds.
+pub(crate) async fn complete(pool: &PgPool, fence: Fence<'_>) -> Result<bool> {
+    let done = sqlx::query(COMPLETE)
+        .bind(fence.id.get())
+        .bind(fence.attempt)
+        .bind(fence.worker_id)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// How many failed attempts a job's error history keeps.
+pub(crate) const ERROR_HISTORY: i64 = 10;
+
+/// One statement for retry, retry-after, fail-now and snooze. `$4` is the action; `$5` an
+/// explicit delay in milliseconds (NULL: the default backoff); `$6` the error message.
+const FAIL: &str = "
+UPDATE pgq.jobs SET
+    status = CASE
+        WHEN $4 = 'snooze' THEN 'pending'
+        WHEN $4 = 'fail' OR attempts >= max_attempts THEN 'failed'
+        ELSE 'pending' END,
+    attempts = CASE WHEN $4 = 'snooze' THEN attempts - 1 ELSE attempts END,
+    run_at = CASE
+        WHEN $4 = 'snooze' THEN now() + $5 * interval '1 millisecond'
+        WHEN $4 = 'fail' OR attempts >= max_attempts THEN run_at
+        ELSE now() + COALESCE($5 * interval '1 millisecond', pgq.default_backoff(attempts)) END,
+    completed_at = CASE WHEN $4 <> 'snooze' AND ($4 = 'fail' OR attempts >= max_attempts)
+                        THEN now() END,
+    last_error = CASE WHEN $4 = 'snooze' THEN last_error ELSE $6 END,
+    errors = CASE WHEN $4 = 'snooze' THEN errors ELSE (
+        SELECT coalesce(jsonb_agg(entry ORDER BY n), '[]'::jsonb)
+        FROM (SELECT entry, n
+              FROM jsonb_array_elements(errors || jsonb_build_array(jsonb_build_object(
+                       'attempt', attempts, 'error', $6::text, 'at', now())))
+                   WITH ORDINALITY AS history(entry, n)
+              ORDER BY n DESC LIMIT $7) AS kept) END,
+    lease_expires_at = NULL, updated_at = now()
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'running')
+RETURNING status, run_at <= now() AS due_now";
+
+/// What a failed attempt turns into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// Retry after the explicit delay, or the default backoff when `None`.
+    Retry(Option<i64>),
+    /// Fail now.
+    Fail,
+    /// Run again after the delay without spending the attempt.
+    Snooze(i64),
+}
+
+/// Where a failed attempt left its job.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FailedState {
+    /// `failed` for good, rather than back to `pending`.
+    pub(crate) failed: bool,
+    /// Pending and due at once.
+    pub(crate) due_now: bool,
+}
+
+/// Records a failed attempt. `None` when the fence no longer holds.
+pub(crate) async fn fail(
+    pool: &PgPool,
+    fence: Fence<'_>,
+    failure: Failure,
+    error: &str,
+) -> Result<Option<FailedState>> {
+    let (action, delay_ms) = match failure {
+        Failure::Retry(delay) => ("retry", delay),
+        Failure::Fail => ("fail", None),
+        Failure::Snooze(delay) => ("snooze", Some(delay)),
+    };
+    let row = sqlx::query(FAIL)
+        .bind(fence.id.get())
+        .bind(fence.attempt)
+        .bind(fence.worker_id)
+        .bind(action)
+        .bind(delay_ms)
+        .bind(error)
+        .bind(ERROR_HISTORY)
+        .fetch_optional(pool)
+        .await?;
+    row.map(|row| {
+        let failed = row.try_get::<String, _>("status")? == "failed";
+        Ok(FailedState {
+            failed,
+            due_now: !failed && row.try_get("due_now")?,
+        })
+    })
+    .transpose()
+}
+
+const RELEASE: &str = "
+UPDATE pgq.jobs SET status = 'pending', attempts = attempts - 1, run_at = now(),
+    worker_id = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'running')";
+
+/// Returns one attempt to `pending` without spending it.
+pub(crate) async fn release(pool: &PgPool, fence: Fence<'_>) -> Result<bool> {
+    let done = sqlx::query(RELEASE)
+        .bind(fence.id.get())
+        .bind(fence.attempt)
+        .bind(fence.worker_id)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+const RELEASE_WORKER: &str = "
+UPDATE pgq.jobs SET status = 'pending', attempts = attempts - 1, run_at = now(),
+    worker_id = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE worker_id = $1 AND status IN ('claimed', 'running')
+RETURNING id";
+
+/// Returns every job a worker holds to `pending` without spending their attempts.
+pub(crate) async fn release_worker(pool: &PgPool, worker_id: &str) -> Result<Vec<JobId>> {
+    let ids: Vec<i64> = sqlx::query_scalar(RELEASE_WORKER)
+        .bind(worker_id)
+        .fetch_all(pool)
+        .await?;
+    Ok(ids.into_iter().map(JobId::from).collect())
+}

@@ -1,0 +1,178 @@
+//! [`WorkerBuilder`]: queues, concurrency and timing, checked by `build()`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::queue;
+use crate::registry::Registry;
+use crate::state::StateMap;
+use crate::worker::Worker;
+
+/// How long an idle worker waits between claims when no notification arrives.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How many jobs one claim statement takes at most.
+pub const DEFAULT_BATCH_SIZE: usize = 16;
+/// How long a claim holds a job before another worker may rescue it.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+/// How long shutdown waits for running jobs before releasing them.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+
+/// Configures a [`Worker`]: which queues it serves, with how many jobs at once.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// let worker = pgq_core::Worker::builder(client)
+///     .queue("email", 16)
+///     .queue("reports", 2)
+///     .poll_interval(Duration::from_millis(500))
+///     .build()?;
+/// worker.run().await?; // until SIGINT or SIGTERM
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use]
+pub struct WorkerBuilder {
+    client: Client,
+    queues: Vec<(String, usize)>,
+    poll_interval: Duration,
+    batch_size: usize,
+    lease: Duration,
+    shutdown_grace: Duration,
+    worker_id: Option<String>,
+    state: StateMap,
+}
+
+/// A worker's settings after `build()` checked them.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerConfig {
+    pub(crate) queues: BTreeMap<String, usize>,
+    pub(crate) poll_interval: Duration,
+    pub(crate) batch_size: usize,
+    pub(crate) lease: Duration,
+    pub(crate) shutdown_grace: Duration,
+    pub(crate) worker_id: String,
+}
+
+impl WorkerBuilder {
+    pub(crate) fn new(client: Client) -> Self {
+        Self {
+            client,
+            queues: Vec::new(),
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            batch_size: DEFAULT_BATCH_SIZE,
+            lease: DEFAULT_LEASE,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            worker_id: None,
+            state: StateMap::default(),
+        }
+    }
+
+    /// Makes `value` available to every handler through
+    /// [`JobContext::state`](crate::JobContext::state), looked up by its type.
+    pub fn state<S: Send + Sync + 'static>(mut self, value: S) -> Self {
+        self.state.insert(value);
+        self
+    }
+
+    /// Serves `queue`, running up to `concurrency` of its jobs at once.
+    pub fn queue(mut self, queue: impl Into<String>, concurrency: usize) -> Self {
+        self.queues.push((queue.into(), concurrency));
+        self
+    }
+
+    /// How long to wait between claims when no notification arrives (default 1 s).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// How many jobs one claim takes at most (default 16); never more than free slots.
+    pub fn batch_size(mut self, size: usize) -> Self {
+        self.batch_size = size;
+        self
+    }
+
+    /// How long a claim holds a job (default 60 s).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How long shutdown lets running jobs finish before releasing them (default 15 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// The id recorded on claimed jobs (default: host, process id and a random suffix).
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.worker_id = Some(id.into());
+        self
+    }
+
+    /// Checks the configuration and the linked task handlers.
+    pub fn build(self) -> Result<Worker> {
+        if self.queues.is_empty() {
+            return Err(Error::InvalidWorker("no queues configured".into()));
+        }
+        let mut queues = BTreeMap::new();
+        for (name, concurrency) in self.queues {
+            queue::validate(&name)?;
+            if concurrency == 0 {
+                return Err(Error::InvalidWorker(format!(
+                    "queue {name:?} has concurrency 0"
+                )));
+            }
+            if queues.insert(name.clone(), concurrency).is_some() {
+                return Err(Error::InvalidWorker(format!(
+                    "queue {name:?} is configured twice"
+                )));
+            }
+        }
+        if self.batch_size == 0 {
+            return Err(Error::InvalidWorker("batch size 0".into()));
+        }
+        if self.poll_interval.is_zero() || self.lease < Duration::from_secs(1) {
+            return Err(Error::InvalidWorker(
+                "poll interval must be positive and the lease at least 1 s".into(),
+            ));
+        }
+        let registry = Registry::linked()?;
+        let handlers: HashMap<_, _> = registry
+            .tasks()
+            .filter_map(|task| task.run_fn().map(|run| (task.name(), run)))
+            .collect();
+        if handlers.is_empty() {
+            return Err(Error::InvalidWorker(
+                "no task type linked into this binary has a Handler".into(),
+            ));
+        }
+        let config = WorkerConfig {
+            queues,
+            poll_interval: self.poll_interval,
+            batch_size: self.batch_size,
+            lease: self.lease,
+            shutdown_grace: self.shutdown_grace,
+            worker_id: self.worker_id.unwrap_or_else(default_worker_id),
+        };
+        Ok(Worker::new(self.client, config, handlers, self.state))
+    }
+}
+
+/// `host:pid:suffix`, unique enough that two processes never share it.
+fn default_worker_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{host}:{}:{:06x}", std::process::id(), nanos & 0xff_ffff)
+}

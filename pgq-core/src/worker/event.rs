@@ -1,0 +1,96 @@
+//! What a running worker reports: an event per job step, and running totals.
+
+use crate::job_id::JobId;
+
+/// Something a worker did, as seen through [`WorkerHandle::events`](crate::WorkerHandle::events).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WorkerEvent {
+    /// A handler started an attempt.
+    JobStarted {
+        /// The job.
+        id: JobId,
+        /// Its task name.
+        task: String,
+        /// The attempt, starting at 1.
+        attempt: i32,
+    },
+    /// An attempt ended and its outcome was recorded (or found fenced off).
+    JobFinished {
+        /// The job.
+        id: JobId,
+        /// Its task name.
+        task: String,
+        /// The attempt, starting at 1.
+        attempt: i32,
+        /// What became of the job.
+        outcome: JobOutcome,
+        /// The attempt's error, if it failed.
+        error: Option<String>,
+    },
+    /// The LISTEN connection is up (again) and listening.
+    ListenerConnected,
+    /// The LISTEN connection was lost; the worker reconnects and polls meanwhile.
+    ListenerLost,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobOutcome {
+    /// The handler succeeded; the job is `completed`.
+    Completed,
+    /// The attempt failed; the job is `pending` and will retry.
+    Retrying,
+    /// The attempt failed and no retry is left (or it failed on purpose); the job is `failed`.
+    Failed,
+    /// The handler snoozed; the job is `pending` with its attempt given back.
+    Snoozed,
+    /// The worker shut down mid-attempt; the job is `pending` with its attempt given back.
+    Released,
+    /// This worker no longer held the job (its lease was lost); the result was dropped.
+    LeaseLost,
+    /// The outcome could not be written (the database was unreachable); the job's lease will
+    /// run out and it will be retried.
+    Unrecorded,
+}
+
+/// Running totals of one worker, as seen through
+/// [`WorkerHandle::stats`](crate::WorkerHandle::stats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// Jobs claimed.
+    pub claimed: u64,
+    /// Attempts that completed their job.
+    pub completed: u64,
+    /// Attempts that failed with retries left.
+    pub retried: u64,
+    /// Attempts that left their job `failed`.
+    pub failed: u64,
+    /// Attempts that snoozed.
+    pub snoozed: u64,
+    /// Attempts released at shutdown.
+    pub released: u64,
+    /// Attempts whose result was dropped because the lease was lost, or not written.
+    pub lost: u64,
+}
+
+impl WorkerStats {
+    pub(crate) fn count(&mut self, outcome: JobOutcome) {
+        let counter = match outcome {
+            JobOutcome::Completed => &mut self.completed,
+            JobOutcome::Retrying => &mut self.retried,
+            JobOutcome::Failed => &mut self.failed,
+            JobOutcome::Snoozed => &mut self.snoozed,
+            JobOutcome::Released => &mut self.released,
+            JobOutcome::LeaseLost | JobOutcome::Unrecorded => &mut self.lost,
+        };
+        *counter += 1;
+    }
+
+    /// Attempts that ended, whatever their outcome.
+    pub fn finished(&self) -> u64 {
+        self.completed + self.retried + self.failed + self.snoozed + self.released + self.lost
+    }
+}

@@ -1,0 +1,260 @@
+//! The worker runtime: claims jobs of its queues and runs them through their typed handlers.
+//!
+//! One fetcher per queue claims batches into free slots; one listener connection wakes the
+//! fetchers on NOTIFY, with polling as the backstop; each job runs as its own task, and its
+//! outcome is written back fenced on (id, attempt, worker).
+
+mod builder;
+mod event;
+mod executor;
+mod fetcher;
+mod listener;
+mod signal;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::sync::{Notify, Semaphore, broadcast, watch};
+use tokio::task::{AbortHandle, JoinHandle};
+
+pub(crate) use builder::WorkerConfig;
+pub use builder::{
+    DEFAULT_BATCH_SIZE, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE, WorkerBuilder,
+};
+pub use event::{JobOutcome, WorkerEvent, WorkerStats};
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::handler::RunFn;
+use crate::job_id::JobId;
+use crate::state::StateMap;
+use crate::store;
+
+/// How many events a slow [`WorkerHandle::events`] receiver may fall behind before it lags.
+const EVENT_CAPACITY: usize = 1024;
+
+/// Runs jobs: built by [`Worker::builder`], run by [`run`](Self::run),
+/// [`run_until`](Self::run_until) or [`start`](Self::start).
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// let worker = pgq_core::Worker::builder(client).queue("default", 8).build()?;
+/// worker.run_until(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Worker {
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+}
+
+/// A started worker. Dropping it does not stop the worker; call [`shutdown`](Self::shutdown).
+#[derive(Debug)]
+pub struct WorkerHandle {
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    supervisor: JoinHandle<()>,
+}
+
+/// What the worker's tasks share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) pool: PgPool,
+    pub(crate) config: WorkerConfig,
+    pub(crate) handlers: HashMap<&'static str, RunFn>,
+    pub(crate) task_names: Vec<&'static str>,
+    pub(crate) queues: Vec<Arc<QueueSlots>>,
+    pub(crate) state: Arc<StateMap>,
+    /// Handler tasks in flight, so shutdown can abort them after the grace period.
+    pub(crate) running: Mutex<HashMap<JobId, AbortHandle>>,
+    pub(crate) events: broadcast::Sender<WorkerEvent>,
+    pub(crate) stats: watch::Sender<WorkerStats>,
+    pub(crate) stopping: watch::Receiver<bool>,
+}
+
+/// One queue's free slots and its wake-up signal.
+#[derive(Debug)]
+pub(crate) struct QueueSlots {
+    pub(crate) name: String,
+    pub(crate) concurrency: usize,
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) wake: Notify,
+}
+
+impl Shared {
+    pub(crate) fn emit(&self, event: WorkerEvent) {
+        // No receiver is fine: events are for whoever listens.
+        let _ = self.events.send(event);
+    }
+
+    pub(crate) fn worker_id(&self) -> &str {
+        &self.config.worker_id
+    }
+
+    pub(crate) fn wake(&self, queue: &str) {
+        if let Some(slots) = self.queues.iter().find(|q| q.name == queue) {
+            slots.wake.notify_one();
+        }
+    }
+
+    pub(crate) fn wake_all(&self) {
+        for slots in &self.queues {
+            slots.wake.notify_one();
+        }
+    }
+}
+
+impl Worker {
+    /// Starts configuring a worker on the client's database.
+    pub fn builder(client: Client) -> WorkerBuilder {
+        WorkerBuilder::new(client)
+    }
+
+    pub(crate) fn new(
+        client: Client,
+        config: WorkerConfig,
+        handlers: HashMap<&'static str, RunFn>,
+        state: StateMap,
+    ) -> Self {
+        let (stop, stopping) = watch::channel(false);
+        let queues = config
+            .queues
+            .iter()
+            .map(|(name, &concurrency)| {
+                Arc::new(QueueSlots {
+                    name: name.clone(),
+                    concurrency,
+                    slots: Arc::new(Semaphore::new(concurrency)),
+                    wake: Notify::new(),
+                })
+            })
+            .collect();
+        let mut task_names: Vec<_> = handlers.keys().copied().collect();
+        task_names.sort_unstable();
+        let shared = Arc::new(Shared {
+            pool: client.pool().clone(),
+            config,
+            handlers,
+            task_names,
+            queues,
+            state: Arc::new(state),
+            running: Mutex::new(HashMap::new()),
+            events: broadcast::channel(EVENT_CAPACITY).0,
+            stats: watch::channel(WorkerStats::default()).0,
+            stopping,
+        });
+        Self { shared, stop }
+    }
+
+    /// The id this worker records on the jobs it claims.
+    pub fn worker_id(&self) -> &str {
+        self.shared.worker_id()
+    }
+
+    /// Events from now on; subscribe before starting to see every job.
+    pub fn events(&self) -> broadcast::Receiver<WorkerEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Starts the worker in the background.
+    pub fn start(self) -> WorkerHandle {
+        let shared = self.shared.clone();
+        let supervisor = tokio::spawn(supervise(self.shared));
+        WorkerHandle {
+            shared,
+            stop: self.stop,
+            supervisor,
+        }
+    }
+
+    /// Runs until `shutdown` resolves, then shuts down gracefully.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<()> {
+        let handle = self.start();
+        shutdown.await;
+        handle.shutdown().await
+    }
+
+    /// Runs until the process receives SIGINT or SIGTERM, then shuts down gracefully.
+    pub async fn run(self) -> Result<()> {
+        self.run_until(signal::terminate()).await
+    }
+}
+
+impl WorkerHandle {
+    /// The id this worker records on the jobs it claims.
+    pub fn worker_id(&self) -> &str {
+        self.shared.worker_id()
+    }
+
+    /// Events from now on: each job started and finished, listener changes.
+    pub fn events(&self) -> broadcast::Receiver<WorkerEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Running totals, updated as attempts end; `wait_for` on it to await a count.
+    pub fn stats(&self) -> watch::Receiver<WorkerStats> {
+        self.shared.stats.subscribe()
+    }
+
+    /// Asks the worker to stop without waiting; [`shutdown`](Self::shutdown) also waits.
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+
+    /// Stops claiming, lets running jobs finish within the grace period, releases the rest
+    /// to `pending` without spending their attempt, and returns when nothing is held.
+    pub async fn shutdown(self) -> Result<()> {
+        self.stop();
+        self.supervisor
+            .await
+            .map_err(|err| crate::Error::InvalidWorker(format!("worker supervisor failed: {err}")))
+    }
+}
+
+/// Runs the listener and the fetchers until told to stop, then shuts down in order.
+async fn supervise(shared: Arc<Shared>) {
+    let listener = tokio::spawn(listener::listen(shared.clone()));
+    let fetchers: Vec<_> = shared
+        .queues
+        .iter()
+        .map(|queue| tokio::spawn(fetcher::fetch(shared.clone(), queue.clone())))
+        .collect();
+
+    let mut stopping = shared.stopping.clone();
+    let _ = stopping.wait_for(|stop| *stop).await;
+    for fetcher in fetchers {
+        let _ = fetcher.await;
+    }
+    if !all_slots_free(&shared, shared.config.shutdown_grace).await {
+        let running: Vec<AbortHandle> = shared
+            .running
+            .lock()
+            .map(|running| running.values().cloned().collect())
+            .unwrap_or_default();
+        for handler in running {
+            handler.abort();
+        }
+        // Executors see the abort and release their jobs; give them time to write that.
+        all_slots_free(&shared, Duration::from_secs(10)).await;
+    }
+    // Anything still held (an unwritten release) goes back to pending too.
+    if let Err(err) = store::attempt::release_worker(&shared.pool, shared.worker_id()).await {
+        tracing::warn!(worker_id = shared.worker_id(), error = %err, "could not release held jobs at shutdown");
+    }
+    listener.abort();
+    let _ = listener.await;
+}
+
+/// Waits until every queue has all its slots back, at most `limit`.
+async fn all_slots_free(shared: &Shared, limit: Duration) -> bool {
+    let all = async {
+        for queue in &shared.queues {
+            let wanted = u32::try_from(queue.concurrency).unwrap_or(u32::MAX);
+            // Fetchers have stopped, so the permits go straight back.
+            let _ = queue.slots.acquire_many(wanted).await;
+        }
+    };
+    tokio::time::timeout(limit, all).await.is_ok()
+}

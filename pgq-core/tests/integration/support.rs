@@ -1,0 +1,60 @@
+//! Waiting on worker events and job rows, always with a time limit.
+
+use std::time::Duration;
+
+use pgq_core::{JobId, JobOutcome, WorkerEvent, WorkerHandle};
+use tokio::sync::broadcast;
+
+pub(crate) const LIMIT: Duration = Duration::from_secs(20);
+
+/// The next `JobFinished` for `id`, with its outcome and error.
+pub(crate) async fn finished(
+    events: &mut broadcast::Receiver<WorkerEvent>,
+    id: JobId,
+) -> (JobOutcome, Option<String>) {
+    let wait = async {
+        loop {
+            if let WorkerEvent::JobFinished {
+                id: finished,
+                outcome,
+                error,
+                ..
+            } = events.recv().await.expect("worker events ended")
+            {
+                if finished == id {
+                    return (outcome, error);
+                }
+            }
+        }
+    };
+    tokio::time::timeout(LIMIT, wait)
+        .await
+        .unwrap_or_else(|_| panic!("job {id} did not finish within {LIMIT:?}"))
+}
+
+/// The next event matching `wanted`.
+pub(crate) async fn event(
+    events: &mut broadcast::Receiver<WorkerEvent>,
+    wanted: impl Fn(&WorkerEvent) -> bool,
+) -> WorkerEvent {
+    let wait = async {
+        loop {
+            let event = events.recv().await.expect("worker events ended");
+            if wanted(&event) {
+                return event;
+            }
+        }
+    };
+    tokio::time::timeout(LIMIT, wait)
+        .await
+        .expect("event did not arrive in time")
+}
+
+/// Waits until the worker's completed count reaches `n`.
+pub(crate) async fn completed(handle: &WorkerHandle, n: u64) {
+    let mut stats = handle.stats();
+    tokio::time::timeout(LIMIT, stats.wait_for(|s| s.completed >= n))
+        .await
+        .unwrap_or_else(|_| panic!("{n} jobs did not complete within {LIMIT:?}"))
+        .unwrap();
+}

@@ -1,0 +1,155 @@
+//! Claiming: priority, then run_at, then id; only due jobs; never more than free slots.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgq_core::{
+    EnqueueOptions, Handler, JobContext, JobStatus, Task, TaskError, Worker, WorkerEvent,
+    async_trait,
+};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+use crate::support;
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "claim-order")]
+struct Ordered {
+    label: String,
+}
+
+#[async_trait]
+impl Handler for Ordered {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// Holds its slot until the test adds a permit.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "claim-slots")]
+struct Hold;
+
+#[async_trait]
+impl Handler for Hold {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let gate = ctx.state::<Arc<Semaphore>>().unwrap();
+        gate.acquire().await.unwrap().forget();
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn jobs_run_by_priority_then_run_at_then_id() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let at = |secs: i64| chrono::Utc::now() - chrono::Duration::seconds(secs);
+    let enqueue = |label: &str, priority: i16, run_at| {
+        let client = client.clone();
+        let label = label.to_owned();
+        async move {
+            let options = EnqueueOptions::default().priority(priority).run_at(run_at);
+            client
+                .enqueue_with(Ordered { label }, options)
+                .await
+                .unwrap()
+                .id()
+        }
+    };
+    let backfill = enqueue("backfill", 30, at(300)).await;
+    let normal_new = enqueue("normal-new", 100, at(10)).await;
+    let normal_old = enqueue("normal-old", 100, at(200)).await;
+    let urgent = enqueue("urgent", 150, at(5)).await;
+    let tie_a = enqueue("tie-a", 100, at(100)).await;
+    sqlx::query(
+        "UPDATE pgq.jobs SET run_at = (SELECT run_at FROM pgq.jobs WHERE id = $1) WHERE id = $2",
+    )
+    .bind(tie_a.get())
+    .bind(normal_new.get())
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let future = client
+        .enqueue_with(
+            Ordered {
+                label: "future".into(),
+            },
+            EnqueueOptions::default()
+                .priority(1000)
+                .delay(Duration::from_secs(3600)),
+        )
+        .await
+        .unwrap()
+        .id();
+
+    let worker = Worker::builder(client.clone())
+        .queue("claim-order", 1)
+        .batch_size(1)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let mut started = Vec::new();
+    while started.len() < 5 {
+        if let WorkerEvent::JobStarted { id, .. } =
+            support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await
+        {
+            started.push(id);
+        }
+    }
+    support::completed(&handle, 5).await;
+    handle.shutdown().await.unwrap();
+    let (first_tie, second_tie) = if tie_a < normal_new {
+        (tie_a, normal_new)
+    } else {
+        (normal_new, tie_a)
+    };
+    assert_eq!(
+        started,
+        vec![urgent, normal_old, first_tie, second_tie, backfill]
+    );
+    let future = client.job(future).await.unwrap().unwrap();
+    assert_eq!(
+        (future.status, future.attempts),
+        (JobStatus::Pending, 0),
+        "a job due in an hour is not claimed"
+    );
+}
+
+#[tokio::test]
+async fn never_more_jobs_held_than_free_slots() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.enqueue_many((0..10).map(|_| Hold)).await.unwrap();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("claim-slots", 3)
+        .batch_size(16)
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    for _ in 0..3 {
+        support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+    }
+    let held: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status IN ('claimed', 'running')")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(held, 3);
+    let row: (i32, String, bool, bool) = sqlx::query_as(
+        "SELECT attempts, worker_id, claimed_at IS NOT NULL, lease_expires_at > now()
+         FROM pgq.jobs WHERE status = 'running' LIMIT 1",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(row, (1, handle.worker_id().to_owned(), true, true));
+
+    gate.add_permits(10);
+    support::completed(&handle, 10).await;
+    handle.shutdown().await.unwrap();
+}

@@ -1,0 +1,110 @@
+//! Graceful shutdown: running jobs finish within the grace period; the rest go back to pending
+//! without spending an attempt, and nothing stays held by the stopped worker.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgq_core::{
+    Handler, JobContext, JobOutcome, JobStatus, Task, TaskError, Worker, WorkerEvent, async_trait,
+};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+use crate::support;
+
+/// Waits for the test's permit, or forever.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "shutdown")]
+struct Gated;
+
+#[async_trait]
+impl Handler for Gated {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let gate = ctx.state::<Arc<Semaphore>>().unwrap();
+        gate.acquire().await.unwrap().forget();
+        Ok(())
+    }
+}
+
+async fn held_by(db: &TestDatabase, worker_id: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pgq.jobs WHERE worker_id = $1 AND status IN ('claimed', 'running')",
+    )
+    .bind(worker_id)
+    .fetch_one(db.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn jobs_still_running_after_the_grace_period_are_released() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let ids: Vec<_> = client
+        .enqueue_many([Gated, Gated])
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.id())
+        .collect();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("shutdown", 2)
+        .shutdown_grace(Duration::from_millis(200))
+        .state(gate)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    for _ in 0..2 {
+        support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+    }
+    let worker_id = handle.worker_id().to_owned();
+    assert_eq!(held_by(&db, &worker_id).await, 2);
+    handle.shutdown().await.unwrap();
+
+    for id in ids {
+        assert_eq!(
+            support::finished(&mut events, id).await.0,
+            JobOutcome::Released
+        );
+        let job = client.job(id).await.unwrap().unwrap();
+        assert_eq!((job.status, job.attempts), (JobStatus::Pending, 0));
+        assert_eq!(job.worker_id, None);
+    }
+    assert_eq!(held_by(&db, &worker_id).await, 0);
+}
+
+#[tokio::test]
+async fn jobs_that_finish_within_the_grace_period_complete() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(Gated).await.unwrap().id();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("shutdown", 1)
+        .shutdown_grace(Duration::from_secs(30))
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+    handle.stop();
+    // Stopping does not cut the running job short: let it finish now.
+    gate.add_permits(1);
+    let worker_id = handle.worker_id().to_owned();
+    handle.shutdown().await.unwrap();
+    assert_eq!(
+        support::finished(&mut events, id).await.0,
+        JobOutcome::Completed
+    );
+    assert_eq!(held_by(&db, &worker_id).await, 0);
+    // A job enqueued after the stop is not claimed.
+    let later = client.enqueue(Gated).await.unwrap().id();
+    assert_eq!(
+        client.job(later).await.unwrap().unwrap().status,
+        JobStatus::Pending
+    );
+}

@@ -1,0 +1,75 @@
+//! Idle workers wake on NOTIFY, not at the next poll, and keep listening after the listening
+//! connection is killed.
+
+use std::time::Duration;
+
+use pgq_core::{
+    Handler, JobContext, JobOutcome, Task, TaskError, Worker, WorkerEvent, async_trait,
+};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+
+use crate::support;
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "wakeup")]
+struct Wake {
+    n: u32,
+}
+
+#[async_trait]
+impl Handler for Wake {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+const POLL: Duration = Duration::from_secs(3600);
+
+#[tokio::test]
+async fn an_idle_worker_starts_a_new_job_at_once_and_survives_a_killed_listener() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let worker = Worker::builder(client.clone())
+        .queue("wakeup", 1)
+        .poll_interval(POLL)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+
+    // The poll interval is an hour, so only the notification can start this job.
+    let id = client.enqueue(Wake { n: 1 }).await.unwrap().id();
+    let started = tokio::time::timeout(
+        Duration::from_secs(5),
+        support::event(
+            &mut events,
+            |e| matches!(e, WorkerEvent::JobStarted { id: s, .. } if *s == id),
+        ),
+    )
+    .await;
+    assert!(started.is_ok(), "job did not start on NOTIFY");
+    assert_eq!(
+        support::finished(&mut events, id).await.0,
+        JobOutcome::Completed
+    );
+
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'pgq-listener'",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(killed, vec![true]);
+    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerLost)).await;
+    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+
+    let id = client.enqueue(Wake { n: 2 }).await.unwrap().id();
+    assert_eq!(
+        support::finished(&mut events, id).await.0,
+        JobOutcome::Completed
+    );
+    handle.shutdown().await.unwrap();
+}
