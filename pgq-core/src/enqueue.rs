@@ -167,16 +167,16 @@ pub(crate) fn prepare<T: Task>(task: &T, max_payload_bytes: usize) -> Result<Pre
         });
     }
     let unique_key = task.unique_key();
-    if let Some(key) = &unique_key {
-        if key.is_empty() || key.len() > MAX_UNIQUE_KEY_BYTES {
-            return Err(invalid::<T>(
-                "unique_key",
-                format!(
-                    "{} bytes; a key has 1 to {MAX_UNIQUE_KEY_BYTES} bytes",
-                    key.len()
-                ),
-            ));
-        }
+    if let Some(key) = &unique_key
+        && (key.is_empty() || key.len() > MAX_UNIQUE_KEY_BYTES)
+    {
+        return Err(invalid::<T>(
+            "unique_key",
+            format!(
+                "{} bytes; a key has 1 to {MAX_UNIQUE_KEY_BYTES} bytes",
+                key.len()
+            ),
+        ));
     }
     Ok(PreparedTask {
         payload,

@@ -1,8 +1,4 @@
-//! Typed background tasks on PostgreSQL.
-//!
-//! Define a task as a struct with `#[derive(Task)]`, enqueue it through a [`Client`] — alone,
-//! inside your own transaction, or thousands at once — and run it with a [`Handler`].
-//! See the README for a tour.
+#![doc = include_str!("../../README.md")]
 
 mod client;
 mod context;

@@ -68,7 +68,7 @@ impl fmt::Debug for TaskRegistration {
 
 /// The task types linked into this binary, by name.
 ///
-/// ```
+/// ```standalone_crate
 /// use pgq_core::{Registry, Task};
 /// use serde::{Deserialize, Serialize};
 ///

@@ -85,6 +85,11 @@ impl TestDatabase {
         self.server.clone().database(&self.name)
     }
 
+    /// A URL of the test database, for programs the test starts (`DATABASE_URL`).
+    pub fn url(&self) -> String {
+        self.connect_options().to_url_lossy().to_string()
+    }
+
     /// The database's name.
     pub fn name(&self) -> &str {
         &self.name

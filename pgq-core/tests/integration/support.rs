@@ -20,10 +20,9 @@ pub(crate) async fn finished(
                 error,
                 ..
             } = events.recv().await.expect("worker events ended")
+                && finished == id
             {
-                if finished == id {
-                    return (outcome, error);
-                }
+                return (outcome, error);
             }
         }
     };

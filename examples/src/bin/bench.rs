@@ -1,0 +1,202 @@
+//! The benchmark: pgq's public API against a fresh database it creates and drops, with no-op
+//! handlers. Prints one `name value` pair a line (see DESIGN §6 and docs/performance.md).
+//!
+//! `cargo run --release -p pgq-examples --bin bench -- [--single N] [--bulk N] [--latency N]`
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pgq_core::{Client, Handler, JobContext, Task, TaskError, Worker, WorkerEvent, async_trait};
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
+
+#[derive(Serialize, Deserialize, Task)]
+#[task(queue = "bench")]
+struct Noop {
+    n: u64,
+}
+
+#[async_trait]
+impl Handler for Noop {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Task)]
+#[task(queue = "latency")]
+struct Ping {
+    seq: u64,
+}
+
+/// When each `Ping` handler started, by sequence number.
+type Starts = Arc<Mutex<HashMap<u64, Instant>>>;
+
+#[async_trait]
+impl Handler for Ping {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let now = Instant::now();
+        if let Some(starts) = ctx.state::<Starts>() {
+            starts.lock().unwrap().insert(self.seq, now);
+        }
+        Ok(())
+    }
+}
+
+struct Settings {
+    single: u64,
+    bulk: u64,
+    bulk_batch: u64,
+    concurrency: usize,
+    latency: u64,
+    latency_gap: Duration,
+}
+
+fn settings() -> Settings {
+    let mut s = Settings {
+        single: 10_000,
+        bulk: 100_000,
+        bulk_batch: 10_000,
+        concurrency: 16,
+        latency: 200,
+        latency_gap: Duration::from_millis(20),
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for pair in args.chunks(2) {
+        let value = || -> u64 {
+            pair.get(1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{} needs a number", pair[0]))
+        };
+        match pair[0].as_str() {
+            "--single" => s.single = value(),
+            "--bulk" => s.bulk = value(),
+            "--bulk-batch" => s.bulk_batch = value().max(1),
+            "--concurrency" => s.concurrency = value() as usize,
+            "--latency" => s.latency = value(),
+            "--latency-gap-ms" => s.latency_gap = Duration::from_millis(value()),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    s
+}
+
+fn per_second(count: u64, elapsed: Duration) -> f64 {
+    count as f64 / elapsed.as_secs_f64()
+}
+
+/// Peak resident memory of this process, from the kernel.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let s = settings();
+    let url =
+        std::env::var("DATABASE_URL").unwrap_or_else(|_| pgq_examples::DEFAULT_SERVER_URL.into());
+    let server: PgConnectOptions = url.parse::<PgConnectOptions>()?.disable_statement_logging();
+    let name = format!("pgq_bench_{}", std::process::id());
+    let mut admin = server.connect().await?;
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await?;
+    let result = run(&s, server.clone().database(&name)).await;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await?;
+    admin.close().await?;
+    result
+}
+
+async fn run(s: &Settings, options: PgConnectOptions) -> Result<(), Box<dyn std::error::Error>> {
+    let pool = PgPoolOptions::new()
+        .max_connections(20)
+        .connect_with(options)
+        .await?;
+    let client = Client::new(pool.clone());
+    client.migrate().await?;
+
+    let started = Instant::now();
+    for n in 0..s.single {
+        client.enqueue(Noop { n }).await?;
+    }
+    println!(
+        "enqueue_single_per_s {:.0}",
+        per_second(s.single, started.elapsed())
+    );
+
+    let started = Instant::now();
+    let mut next = 0;
+    while next < s.bulk {
+        let end = (next + s.bulk_batch).min(s.bulk);
+        client.enqueue_many((next..end).map(|n| Noop { n })).await?;
+        next = end;
+    }
+    println!(
+        "enqueue_bulk_per_s {:.0}",
+        per_second(s.bulk, started.elapsed())
+    );
+
+    let total = s.single + s.bulk;
+    let worker = Worker::builder(client.clone())
+        .queue("bench", s.concurrency)
+        .build()?;
+    let started = Instant::now();
+    let handle = worker.start();
+    let mut stats = handle.stats();
+    stats.wait_for(|st| st.completed >= total).await?;
+    let elapsed = started.elapsed();
+    handle.shutdown().await?;
+    let completed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
+            .fetch_one(&pool)
+            .await?;
+    assert_eq!(completed as u64, total, "every job completed in the table");
+    println!("drain_per_s {:.0}", per_second(total, elapsed));
+
+    let starts: Starts = Arc::default();
+    let worker = Worker::builder(client.clone())
+        .queue("latency", s.concurrency)
+        .poll_interval(Duration::from_secs(3600))
+        .state(starts.clone())
+        .build()?;
+    let mut events = worker.events();
+    let handle = worker.start();
+    while !matches!(events.recv().await?, WorkerEvent::ListenerConnected) {}
+    let mut enqueued = HashMap::new();
+    for seq in 0..s.latency {
+        let at = Instant::now();
+        client.enqueue(Ping { seq }).await?;
+        enqueued.insert(seq, at);
+        tokio::time::sleep(s.latency_gap).await;
+    }
+    handle
+        .stats()
+        .wait_for(|st| st.completed >= s.latency)
+        .await?;
+    handle.shutdown().await?;
+    let mut latencies: Vec<f64> = {
+        let starts = starts.lock().unwrap();
+        enqueued
+            .iter()
+            .map(|(seq, at)| (starts[seq] - *at).as_secs_f64() * 1000.0)
+            .collect()
+    };
+    latencies.sort_by(f64::total_cmp);
+    let quantile = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+    println!("latency_p50_ms {:.2}", quantile(0.50));
+    println!("latency_p99_ms {:.2}", quantile(0.99));
+    if let Some(mib) = peak_rss_mib() {
+        println!("peak_rss_mib {mib:.1}");
+    }
+    pool.close().await;
+    Ok(())
+}

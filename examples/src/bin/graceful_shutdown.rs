@@ -1,0 +1,63 @@
+//! Graceful shutdown: a worker runs until SIGTERM or SIGINT, lets the job in flight finish within
+//! the grace period, and releases it to `pending` (no attempt spent) if it cannot.
+//!
+//! `cargo run -p pgq-examples --bin graceful_shutdown -- [--work-ms N] [--grace-ms N]`,
+//! then press Ctrl-C once "started job" is printed.
+
+use std::time::Duration;
+
+use pgq_core::{Client, Handler, JobContext, Task, TaskError, Worker, async_trait};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "shutdown-demo")]
+struct Work {
+    millis: u64,
+}
+
+#[async_trait]
+impl Handler for Work {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        println!("started job {}", ctx.id());
+        // Stands in for real work that takes a while.
+        tokio::time::sleep(Duration::from_millis(self.millis)).await;
+        println!("finished job {}", ctx.id());
+        Ok(())
+    }
+}
+
+fn flag(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse().expect("a number of milliseconds"))
+        .unwrap_or(default)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let work = flag("--work-ms", 2_000);
+    let grace = flag("--grace-ms", 10_000);
+    let options = pgq_examples::examples_database().await?;
+    let client = Client::new(sqlx::PgPool::connect_with(options).await?);
+    client.migrate().await?;
+    let id = client.enqueue(Work { millis: work }).await?.id();
+
+    let worker = Worker::builder(client.clone())
+        .queue("shutdown-demo", 1)
+        .shutdown_grace(Duration::from_millis(grace))
+        .build()?;
+    println!(
+        "worker {} running; send SIGTERM or press Ctrl-C to stop",
+        worker.worker_id()
+    );
+    worker.run().await?;
+
+    let job = client.job(id).await?.expect("the job exists");
+    println!(
+        "shut down cleanly; job {id} is {} ({} attempts spent)",
+        job.status, job.attempts
+    );
+    Ok(())
+}
