@@ -51,6 +51,9 @@ pub trait Task: Serialize + DeserializeOwned + Send + Sync + 'static {
     const MAX_ATTEMPTS: i32 = DEFAULT_MAX_ATTEMPTS;
     /// How long one attempt may run before it is stopped and counted as failed (`timeout`).
     const TIMEOUT: Option<Duration> = None;
+    /// How long a claim holds a job of this task before another worker may rescue it, when the
+    /// worker's lease does not suit (`lease`). The worker renews it while the handler runs.
+    const LEASE: Option<Duration> = None;
 
     /// The key that makes this job unique among the task's active jobs (`unique_key`).
     fn unique_key(&self) -> Option<String> {
