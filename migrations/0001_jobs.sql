@@ -21,6 +21,7 @@ CREATE TABLE pgq.jobs (
     worker_id        text,
     claimed_at       timestamptz,
     lease_expires_at timestamptz,
+    cancel_requested_at timestamptz,
     created_at       timestamptz NOT NULL DEFAULT now(),
     started_at       timestamptz,
     completed_at     timestamptz,
@@ -52,6 +53,19 @@ CREATE FUNCTION pgq.default_backoff(attempt integer) RETURNS interval
 LANGUAGE sql VOLATILE AS $$
     SELECT make_interval(secs => least(10 * power(2, greatest(attempt, 1) - 1), 3600)
                                  * (0.8 + random() * 0.2))
+$$;
+
+-- A job's error history: the newest `keep` failed attempts, oldest first.
+CREATE FUNCTION pgq.append_error(errors jsonb, attempt integer, message text, keep bigint)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(entry ORDER BY n), '[]'::jsonb)
+    FROM (SELECT entry, n
+          FROM jsonb_array_elements(errors || jsonb_build_array(jsonb_build_object(
+                   'attempt', attempt, 'error', message, 'at', now())))
+               WITH ORDINALITY AS history(entry, n)
+          ORDER BY n DESC
+          LIMIT keep) AS kept
 $$;
 
 -- The state machine:

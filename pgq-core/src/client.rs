@@ -8,8 +8,13 @@ use crate::enqueue::{self, DEFAULT_MAX_PAYLOAD_BYTES, EnqueueOptions, Enqueued};
 use crate::error::Result;
 use crate::job::Job;
 use crate::job_id::JobId;
+use crate::maintenance::cleaner::{self, Retention};
+use crate::maintenance::rescuer;
+use crate::stats::QueueStats;
 use crate::store;
+use crate::store::control::Cancellation;
 use crate::task::Task;
+use crate::watch::JobWatch;
 
 /// The connections a pool made by [`Client::connect`] keeps at most.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
@@ -154,5 +159,47 @@ impl Client {
     /// The job with this id, or `None` if there is none (never enqueued, or deleted).
     pub async fn job(&self, id: JobId) -> Result<Option<Job>> {
         store::job::find(&self.pool, id).await
+    }
+
+    /// Follows a job's progress live until it finishes.
+    pub async fn watch(&self, id: JobId) -> Result<JobWatch> {
+        JobWatch::start(self.clone(), id).await
+    }
+
+    /// Cancels a job: a pending one at once; a claimed or running one by firing its handler's
+    /// `ctx.cancelled()` (it ends `cancelled` when the handler returns). A finished job is an
+    /// [`Error::JobState`](crate::Error::JobState), a missing one
+    /// [`Error::JobNotFound`](crate::Error::JobNotFound).
+    pub async fn cancel(&self, id: JobId) -> Result<Cancellation> {
+        store::control::cancel(&self.pool, id).await
+    }
+
+    /// Runs a failed or cancelled job again: back to `pending`, due now, with at least one
+    /// attempt left.
+    pub async fn retry(&self, id: JobId) -> Result<()> {
+        store::control::retry(&self.pool, id).await
+    }
+
+    /// Returns every job the given worker holds to `pending` without spending their attempts:
+    /// for operators who know that worker is gone. Returns the released ids.
+    pub async fn release_worker(&self, worker_id: &str) -> Result<Vec<JobId>> {
+        store::attempt::release_worker(&self.pool, worker_id).await
+    }
+
+    /// Rescues every job whose lease expired now, as each worker's rescuer does periodically.
+    /// Returns the rescued ids.
+    pub async fn rescue_expired(&self) -> Result<Vec<JobId>> {
+        rescuer::run_once(&self.pool).await
+    }
+
+    /// Deletes finished jobs past `retention`, as each worker's cleaner does periodically.
+    /// `None` when another process is cleaning at this moment.
+    pub async fn delete_finished(&self, retention: Retention) -> Result<Option<u64>> {
+        cleaner::run_once(&self.pool, retention).await
+    }
+
+    /// Per-queue counts by status, lag, and recent failures.
+    pub async fn stats(&self) -> Result<Vec<QueueStats>> {
+        store::maintenance::stats(&self.pool).await
     }
 }

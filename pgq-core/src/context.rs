@@ -1,37 +1,73 @@
-//! [`JobContext`]: what a handler knows about the job it runs.
+//! [`JobContext`]: what a handler knows about the job it runs, and what it can do about it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use sqlx::PgConnection;
+
+use crate::attempt::{AttemptState, Backend};
+use crate::enqueue::{EnqueueOptions, Enqueued};
+use crate::error::{Error, Result};
 use crate::job_id::JobId;
 use crate::state::StateMap;
+use crate::store;
+use crate::task::Task;
 
-/// The job a handler is running: its identity, attempt and the services around it.
+/// The job a handler is running: its identity and attempt, application state, and the
+/// services around it — progress, cancellation, leases, completion in a transaction.
 #[derive(Debug)]
 pub struct JobContext {
-    id: JobId,
-    attempt: i32,
     task: String,
     queue: String,
     unique_key: Option<String>,
     state: Arc<StateMap>,
+    attempt: Arc<AttemptState>,
 }
 
 impl JobContext {
     pub(crate) fn new(
-        id: JobId,
-        attempt: i32,
         task: String,
         queue: String,
         unique_key: Option<String>,
         state: Arc<StateMap>,
+        attempt: Arc<AttemptState>,
     ) -> Self {
         Self {
-            id,
-            attempt,
             task,
             queue,
             unique_key,
             state,
+            attempt,
+        }
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> JobId {
+        self.attempt.id
+    }
+
+    /// The attempt being run, starting at 1.
+    pub fn attempt(&self) -> i32 {
+        self.attempt.attempt
+    }
+
+    /// The task name stored in the row.
+    pub fn task(&self) -> &str {
+        &self.task
+    }
+
+    /// The queue the job was claimed from.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// A key that is the same for every attempt of this job, for deduplicating side effects
+    /// (payment idempotency keys, say): `<task>:<unique key>` when the job has a unique key,
+    /// otherwise `pgq:job:<id>`.
+    pub fn idempotency_key(&self) -> String {
+        match &self.unique_key {
+            Some(key) => format!("{}:{key}", self.task),
+            None => format!("pgq:job:{}", self.id()),
         }
     }
 
@@ -55,32 +91,163 @@ impl JobContext {
         self.state.get::<S>()
     }
 
-    /// The job's id.
-    pub fn id(&self) -> JobId {
-        self.id
+    /// Reports progress (0–100, larger values count as 100) and the current stage.
+    ///
+    /// Writes are throttled to one a second per job; the latest state is always written, at
+    /// the latest when the attempt ends. Visible through [`Client::job`](crate::Client::job)
+    /// and [`Client::watch`](crate::Client::watch).
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Import { rows: u32 }
+    /// #[async_trait]
+    /// impl Handler for Import {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         for row in 0..self.rows {
+    ///             ctx.progress((row * 100 / self.rows) as u8, "importing").await;
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub async fn progress(&self, percent: u8, stage: &str) {
+        let recorded = self
+            .attempt
+            .record(|r| r.progress.push((percent.min(100), stage.to_owned())));
+        if !recorded {
+            self.attempt.report(Some(percent), Some(stage), false).await;
+        }
     }
 
-    /// The attempt being run, starting at 1.
-    pub fn attempt(&self) -> i32 {
-        self.attempt
+    /// Records an event: counted in the job's `events_count` (throttled like progress) and
+    /// logged with `tracing`.
+    pub async fn event(&self, message: &str) {
+        tracing::info!(job = %self.id(), attempt = self.attempt(), "{message}");
+        if !self.attempt.record(|r| r.events.push(message.to_owned())) {
+            self.attempt.report(None, None, true).await;
+        }
     }
 
-    /// The task name stored in the row.
-    pub fn task(&self) -> &str {
-        &self.task
+    /// Whether the job was cancelled, or this attempt lost its lease: either way, stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.attempt.is_stopped()
     }
 
-    /// The queue the job was claimed from.
-    pub fn queue(&self) -> &str {
-        &self.queue
+    /// Resolves when the job is cancelled (or this attempt loses its lease). A handler that
+    /// returns after it ends the job `cancelled`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Crawl { url: String }
+    /// # async fn crawl(url: &str) -> Result<(), TaskError> { Ok(()) }
+    /// #[async_trait]
+    /// impl Handler for Crawl {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         tokio::select! {
+    ///             done = crawl(&self.url) => done,
+    ///             _ = ctx.cancelled() => Err(TaskError::fail("cancelled")),
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    pub async fn cancelled(&self) {
+        self.attempt.stopped().await;
     }
 
-    /// A key that is the same for every attempt of this job, for deduplicating side effects:
-    /// the job's unique key when it has one, otherwise `pgq:job:<id>`.
-    pub fn idempotency_key(&self) -> String {
-        match &self.unique_key {
-            Some(key) => format!("{}:{key}", self.task),
-            None => format!("pgq:job:{}", self.id),
+    /// Whether this attempt lost its lease: another worker may be running the job, and this
+    /// attempt's result will be dropped.
+    pub fn lease_lost(&self) -> bool {
+        self.attempt.is_lease_lost()
+    }
+
+    /// Holds the job for at least `duration` from now, for work the handler knows is long.
+    /// Fails with [`Error::LeaseLost`] when the lease already ran out.
+    pub async fn extend_lease(&self, duration: Duration) -> Result<()> {
+        let Some(fence) = self.attempt.fence() else {
+            return Ok(());
+        };
+        let Backend::Database { client, .. } = &self.attempt.backend else {
+            return Ok(());
+        };
+        let millis = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+        if store::lease::extend(client.pool(), fence, millis).await? {
+            Ok(())
+        } else {
+            self.attempt.lose_lease();
+            Err(self.lease_lost_error())
+        }
+    }
+
+    /// Completes the job inside the handler's own transaction, so that its writes and the
+    /// completion commit together or not at all. Fenced: if the lease was lost, it fails with
+    /// [`Error::LeaseLost`] instead of completing a job another worker now owns.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Ship { order_id: i64 }
+    /// #[async_trait]
+    /// impl Handler for Ship {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         let pool = ctx.state::<sqlx::PgPool>().expect("pool in state");
+    ///         let mut tx = pool.begin().await?;
+    ///         sqlx::query("UPDATE orders SET shipped = true WHERE id = $1")
+    ///             .bind(self.order_id)
+    ///             .execute(&mut *tx)
+    ///             .await?;
+    ///         ctx.complete_in(&mut tx).await?;
+    ///         tx.commit().await?;
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub async fn complete_in(&self, conn: &mut PgConnection) -> Result<()> {
+        let Some(fence) = self.attempt.fence() else {
+            self.attempt.mark_completed_in_tx();
+            return Ok(());
+        };
+        self.attempt.flush().await;
+        if store::attempt::complete(&mut *conn, fence).await? {
+            self.attempt.mark_completed_in_tx();
+            Ok(())
+        } else {
+            self.attempt.lose_lease();
+            Err(self.lease_lost_error())
+        }
+    }
+
+    /// Enqueues a follow-up task (recorded instead under a test context).
+    pub async fn enqueue<T: Task>(&self, task: T) -> Result<Enqueued> {
+        self.enqueue_with(task, EnqueueOptions::default()).await
+    }
+
+    /// Enqueues a follow-up task with options (recorded instead under a test context).
+    pub async fn enqueue_with<T: Task>(
+        &self,
+        task: T,
+        options: EnqueueOptions,
+    ) -> Result<Enqueued> {
+        match &self.attempt.backend {
+            Backend::Database { client, .. } => client.enqueue_with(task, options).await,
+            Backend::Recording(_) => {
+                let payload = serde_json::to_value(&task).map_err(|source| Error::Serialize {
+                    task: T::NAME,
+                    source,
+                })?;
+                let mut index = 0;
+                self.attempt.record(|r| {
+                    r.enqueued.push((T::NAME, payload));
+                    index = r.enqueued.len();
+                });
+                Ok(Enqueued::Inserted(JobId::from(index as i64)))
+            }
+        }
+    }
+
+    fn lease_lost_error(&self) -> Error {
+        Error::LeaseLost {
+            id: self.id(),
+            attempt: self.attempt(),
         }
     }
 }

@@ -1,5 +1,8 @@
 //! The crate's error type.
 
+use crate::job::JobStatus;
+use crate::job_id::JobId;
+
 /// A `Result` whose error is pgq's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -51,6 +54,35 @@ pub enum Error {
         option: &'static str,
         /// Why it was refused.
         reason: String,
+    },
+
+    /// No job has this id (never enqueued, or deleted by retention).
+    #[error("job {0} not found")]
+    JobNotFound(JobId),
+
+    /// The job's status does not allow the action (cancelling a finished job, retrying one
+    /// that has not failed).
+    #[error("cannot {action} job {id}: it is {status}")]
+    JobState {
+        /// The job.
+        id: JobId,
+        /// Its status now.
+        status: JobStatus,
+        /// What was asked: `cancel` or `retry`.
+        action: &'static str,
+    },
+
+    /// Retrying the job would give its unique key a second active job.
+    #[error("cannot retry job {0}: another active job holds its unique key")]
+    UniqueKeyHeld(JobId),
+
+    /// This attempt no longer holds the job: its lease ran out, and another attempt may own it.
+    #[error("lease lost: attempt {attempt} of job {id} no longer holds the job")]
+    LeaseLost {
+        /// The job.
+        id: JobId,
+        /// The attempt that lost it.
+        attempt: i32,
     },
 
     /// A worker's configuration was refused by `build()`, or the worker failed to stop.

@@ -124,6 +124,8 @@ pub struct Job {
     pub claimed_at: Option<DateTime<Utc>>,
     /// When the holding worker's lease runs out.
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// When someone asked to cancel it, if anyone did.
+    pub cancel_requested_at: Option<DateTime<Utc>>,
     /// When it was enqueued.
     pub created_at: DateTime<Utc>,
     /// When its latest attempt started running.

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::handler::RunFn;
@@ -14,6 +15,7 @@ pub struct TaskRegistration {
     name: &'static str,
     queue: &'static str,
     type_name: &'static str,
+    lease: Option<Duration>,
     run_fn: fn() -> Option<RunFn>,
 }
 
@@ -26,6 +28,7 @@ impl TaskRegistration {
             name: T::NAME,
             queue: T::QUEUE,
             type_name,
+            lease: T::LEASE,
             run_fn,
         }
     }
@@ -48,6 +51,10 @@ impl TaskRegistration {
     /// Whether the type has a [`Handler`](crate::Handler), so that a worker can run it.
     pub fn has_handler(&self) -> bool {
         (self.run_fn)().is_some()
+    }
+
+    pub(crate) fn lease(&self) -> Option<Duration> {
+        self.lease
     }
 
     pub(crate) fn run_fn(&self) -> Option<RunFn> {
@@ -155,12 +162,14 @@ mod tests {
         name: "same",
         queue: "default",
         type_name: "crate::A",
+        lease: None,
         run_fn: || None,
     };
     static B: TaskRegistration = TaskRegistration {
         name: "same",
         queue: "default",
         type_name: "crate::B",
+        lease: None,
         run_fn: || None,
     };
 

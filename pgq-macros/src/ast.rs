@@ -128,7 +128,7 @@ mod tests {
                 "#[task(...)] goes on the struct, not on a field",
                 "tuple structs are not supported; use named fields",
                 "unknown key `nope` in #[task]; expected one of `queue`, `priority`, \
-                 `max_attempts`, `unique_key`, `name`, `timeout`",
+                 `max_attempts`, `unique_key`, `name`, `timeout`, `lease`",
             ]
         );
     }

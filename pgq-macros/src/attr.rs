@@ -42,6 +42,7 @@ keys! {
     UniqueKey = "unique_key",
     Name = "name",
     Timeout = "timeout",
+    Lease = "lease",
 }
 
 impl Key {
@@ -252,7 +253,7 @@ mod tests {
             errors,
             [
                 "unknown key `queu` in #[task]; expected one of `queue`, `priority`, \
-                 `max_attempts`, `unique_key`, `name`, `timeout`",
+                 `max_attempts`, `unique_key`, `name`, `timeout`, `lease`",
                 "duplicate key `priority` in #[task]",
                 "key `name` in #[task] needs a value: `name = ...`",
                 "expected `=` after `timeout`",
@@ -260,7 +261,7 @@ mod tests {
                 "expected #[task(key = value, ...)]",
                 "expected `key = value` before `,` in #[task]",
                 "expected a key in #[task], one of `queue`, `priority`, `max_attempts`, \
-                 `unique_key`, `name`, `timeout`",
+                 `unique_key`, `name`, `timeout`, `lease`",
             ]
         );
     }

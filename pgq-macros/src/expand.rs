@@ -35,13 +35,12 @@ fn impl_task(ident: &Ident, settings: &Settings) -> TokenStream {
         let max_attempts = Literal::i32_unsuffixed(max_attempts);
         quote!(const MAX_ATTEMPTS: i32 = #max_attempts;)
     });
-    let timeout = settings.timeout_millis.map(|millis| {
-        let millis = Literal::u64_unsuffixed(millis);
-        quote! {
-            const TIMEOUT: ::core::option::Option<::core::time::Duration> =
-                ::core::option::Option::Some(::core::time::Duration::from_millis(#millis));
-        }
-    });
+    let timeout = settings
+        .timeout_millis
+        .map(|millis| duration_const("TIMEOUT", millis));
+    let lease = settings
+        .lease_millis
+        .map(|millis| duration_const("LEASE", millis));
     let unique_key = settings.unique_key.as_ref().map(unique_key_fn);
     quote! {
         const _: () = {
@@ -52,10 +51,21 @@ fn impl_task(ident: &Ident, settings: &Settings) -> TokenStream {
                 #priority
                 #max_attempts
                 #timeout
+                #lease
                 #unique_key
             }
             ::pgq_core::__private::register_task!(#ty);
         };
+    }
+}
+
+/// `const NAME: Option<Duration> = Some(..);`
+fn duration_const(name: &str, millis: u64) -> TokenStream {
+    let name = Ident::new(name, Span::call_site());
+    let millis = Literal::u64_unsuffixed(millis);
+    quote! {
+        const #name: ::core::option::Option<::core::time::Duration> =
+            ::core::option::Option::Some(::core::time::Duration::from_millis(#millis));
     }
 }
 
@@ -97,7 +107,7 @@ mod tests {
     fn every_key() {
         let input: DeriveInput = parse_quote! {
             #[task(queue = "email", priority = 150, max_attempts = 5)]
-            #[task(unique_key = "welcome:{user_id}", timeout = "30s")]
+            #[task(unique_key = "welcome:{user_id}", timeout = "30s", lease = "2m")]
             struct SendWelcome { user_id: i64, email: String }
         };
         let expected = quote! {
@@ -110,6 +120,8 @@ mod tests {
                     const MAX_ATTEMPTS: i32 = 5;
                     const TIMEOUT: ::core::option::Option<::core::time::Duration> =
                         ::core::option::Option::Some(::core::time::Duration::from_millis(30000));
+                    const LEASE: ::core::option::Option<::core::time::Duration> =
+                        ::core::option::Option::Some(::core::time::Duration::from_millis(120000));
                     fn unique_key(&self) -> ::core::option::Option<::std::string::String> {
                         ::core::option::Option::Some(::std::format!("welcome:{}", self.user_id))
                     }

@@ -3,9 +3,9 @@
 mod ast;
 mod attr;
 mod ctxt;
+mod duration;
 mod expand;
 mod fallback;
-mod timeout;
 mod unique_key;
 mod valid;
 
@@ -26,6 +26,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// | `priority` | integer, 0–1000, higher runs first | `Task::PRIORITY` | 100 |
 /// | `max_attempts` | integer, 1–1000 | `Task::MAX_ATTEMPTS` | 20 |
 /// | `timeout` | string: a number and `ms`, `s`, `m` or `h`, at most `"24h"` | `Task::TIMEOUT` | none |
+/// | `lease` | string: like `timeout`, at least `"1s"` | `Task::LEASE` | the worker's lease |
 /// | `unique_key` | string: text with `{field}` placeholders, `{{` and `}}` for braces | `Task::unique_key` | none |
 ///
 /// A field named in `unique_key` must implement `Display`.

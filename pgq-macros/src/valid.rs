@@ -7,7 +7,7 @@ use syn::{Ident, LitStr};
 use crate::ast::{Input, Shape};
 use crate::attr::{Arg, Key};
 use crate::ctxt::Ctxt;
-use crate::timeout;
+use crate::duration::{self, Limits};
 use crate::unique_key::Template;
 
 /// Mirrors `pgq_core::MIN_PRIORITY..=pgq_core::MAX_PRIORITY`.
@@ -36,6 +36,7 @@ pub(crate) struct Settings {
     pub(crate) priority: Option<i16>,
     pub(crate) max_attempts: Option<i32>,
     pub(crate) timeout_millis: Option<u64>,
+    pub(crate) lease_millis: Option<u64>,
     pub(crate) unique_key: Option<UniqueKey>,
 }
 
@@ -59,6 +60,7 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) -> Settings {
         priority: None,
         max_attempts: None,
         timeout_millis: None,
+        lease_millis: None,
         unique_key: None,
     };
     let mut named = false;
@@ -81,13 +83,8 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) -> Settings {
                     settings.name = name;
                 }
             }
-            Key::Timeout => {
-                settings.timeout_millis = arg.string(cx).and_then(|lit| {
-                    timeout::parse_millis(&lit.value())
-                        .map_err(|err| cx.error_spanned_by(&lit, err))
-                        .ok()
-                });
-            }
+            Key::Timeout => settings.timeout_millis = millis(cx, arg, duration::TIMEOUT),
+            Key::Lease => settings.lease_millis = millis(cx, arg, duration::LEASE),
         }
     }
     if !named && let Err(err) = NAME.check(&settings.name) {
@@ -119,6 +116,18 @@ fn ranged(cx: &Ctxt, arg: &Arg, range: std::ops::RangeInclusive<i128>) -> Option
             ),
         );
         None
+    }
+}
+
+/// A duration argument in milliseconds, or an error on the value.
+fn millis(cx: &Ctxt, arg: &Arg, limits: Limits) -> Option<u64> {
+    let lit = arg.string(cx)?;
+    match limits.parse_millis(&lit.value()) {
+        Ok(millis) => Some(millis),
+        Err(err) => {
+            cx.error_spanned_by(&lit, err);
+            None
+        }
     }
 }
 
@@ -264,6 +273,7 @@ mod tests {
         let input: DeriveInput = parse_quote! {
             #[task(queue = "email", priority = 150, max_attempts = 5)]
             #[task(unique_key = "welcome:{user_id}", name = "billing.charge", timeout = "30s")]
+            #[task(lease = "2m")]
             struct SendWelcome { user_id: i64, r#type: String }
         };
         let settings = check_input(&input).unwrap_or_else(|e| panic!("{e:?}"));
@@ -272,6 +282,7 @@ mod tests {
         assert_eq!(settings.priority, Some(150));
         assert_eq!(settings.max_attempts, Some(5));
         assert_eq!(settings.timeout_millis, Some(30_000));
+        assert_eq!(settings.lease_millis, Some(120_000));
         let unique_key = settings.unique_key.unwrap();
         assert_eq!(unique_key.format, "welcome:{}");
         assert_eq!(unique_key.fields[0].to_string(), "user_id");
@@ -286,7 +297,7 @@ mod tests {
         assert_eq!(settings.name, "Ping");
         assert!(settings.queue.is_none() && settings.priority.is_none());
         assert!(settings.max_attempts.is_none() && settings.timeout_millis.is_none());
-        assert!(settings.unique_key.is_none());
+        assert!(settings.lease_millis.is_none() && settings.unique_key.is_none());
     }
 
     #[test]
@@ -303,7 +314,7 @@ mod tests {
     fn every_bad_value_is_reported() {
         let input: DeriveInput = parse_quote! {
             #[task(queue = "", priority = -1, max_attempts = 0, unique_key = "{usr_id}")]
-            #[task(name = "a b", timeout = "1d")]
+            #[task(name = "a b", timeout = "1d", lease = "500ms")]
             struct SendWelcome { user_id: i64, email: String }
         };
         assert_eq!(
@@ -314,7 +325,11 @@ mod tests {
                 "max_attempts must be between 1 and 1000",
                 "unique_key refers to unknown field `usr_id`; the fields are `user_id`, `email`",
                 BAD_NAME_CHAR,
-                &timeout::TimeoutError::Format.to_string(),
+                &duration::TIMEOUT
+                    .parse_millis("1d")
+                    .unwrap_err()
+                    .to_string(),
+                "lease must be at least 1s",
             ]
         );
     }

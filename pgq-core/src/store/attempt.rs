@@ -3,7 +3,7 @@
 
 use serde_json::value::RawValue;
 use sqlx::types::Json;
-use sqlx::{PgPool, Row};
+use sqlx::{PgExecutor, PgPool, Row};
 
 use crate::error::Result;
 use crate::job_id::JobId;
@@ -78,18 +78,25 @@ pub(crate) async fn claim(
 }
 
 const START: &str = "
-UPDATE pgq.jobs AS job SET status = 'running', started_at = now(), updated_at = now()
-FROM unnest($1::bigint[], $2::int[]) AS fence(id, attempt)
-WHERE job.id = fence.id AND job.attempts = fence.attempt AND job.worker_id = $3
+UPDATE pgq.jobs AS job SET status = 'running', started_at = now(), updated_at = now(),
+    lease_expires_at = now() + fence.lease_ms * interval '1 millisecond'
+FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS fence(id, attempt, lease_ms)
+WHERE job.id = fence.id AND job.attempts = fence.attempt AND job.worker_id = $4
   AND job.status = 'claimed'";
 
-/// Marks a claimed batch as running, in one statement.
-pub(crate) async fn start(pool: &PgPool, jobs: &[ClaimedJob], worker_id: &str) -> Result<()> {
+/// Marks a claimed batch as running, in one statement, each with its task's lease.
+pub(crate) async fn start(
+    pool: &PgPool,
+    jobs: &[ClaimedJob],
+    lease_ms: &[i64],
+    worker_id: &str,
+) -> Result<()> {
     let ids: Vec<i64> = jobs.iter().map(|job| job.id.get()).collect();
     let attempts: Vec<i32> = jobs.iter().map(|job| job.attempt).collect();
     sqlx::query(START)
         .bind(ids)
         .bind(attempts)
+        .bind(lease_ms)
         .bind(worker_id)
         .execute(pool)
         .await?;
@@ -101,12 +108,48 @@ UPDATE pgq.jobs SET status = 'completed', progress = 100, completed_at = now(),
     lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'running'";
 
-/// Completes the attempt. `false` when the fence no longer holds.
-pub(crate) async fn complete(pool: &PgPool, fence: Fence<'_>) -> Result<bool> {
+/// Completes the attempt, on a pool or inside the handler's transaction. `false` when the
+/// fence no longer holds.
+pub(crate) async fn complete<'c>(conn: impl PgExecutor<'c>, fence: Fence<'_>) -> Result<bool> {
     let done = sqlx::query(COMPLETE)
         .bind(fence.id.get())
         .bind(fence.attempt)
         .bind(fence.worker_id)
+        .execute(conn)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+const IS_COMPLETED: &str = "
+SELECT EXISTS (SELECT 1 FROM pgq.jobs
+               WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'completed')";
+
+/// Whether this attempt completed the job (through `complete_in`, committed).
+pub(crate) async fn is_completed(pool: &PgPool, fence: Fence<'_>) -> Result<bool> {
+    Ok(sqlx::query_scalar(IS_COMPLETED)
+        .bind(fence.id.get())
+        .bind(fence.attempt)
+        .bind(fence.worker_id)
+        .fetch_one(pool)
+        .await?)
+}
+
+const CANCELLED: &str = "
+UPDATE pgq.jobs SET status = 'cancelled', completed_at = now(), lease_expires_at = NULL,
+    last_error = coalesce($4, last_error), updated_at = now()
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'running')";
+
+/// Ends a held job `cancelled` after its handler saw the request. `false` when fenced off.
+pub(crate) async fn cancelled(
+    pool: &PgPool,
+    fence: Fence<'_>,
+    error: Option<&str>,
+) -> Result<bool> {
+    let done = sqlx::query(CANCELLED)
+        .bind(fence.id.get())
+        .bind(fence.attempt)
+        .bind(fence.worker_id)
+        .bind(error)
         .execute(pool)
         .await?;
     Ok(done.rows_affected() == 1)
@@ -131,13 +174,8 @@ UPDATE pgq.jobs SET
     completed_at = CASE WHEN $4 <> 'snooze' AND ($4 = 'fail' OR attempts >= max_attempts)
                         THEN now() END,
     last_error = CASE WHEN $4 = 'snooze' THEN last_error ELSE $6 END,
-    errors = CASE WHEN $4 = 'snooze' THEN errors ELSE (
-        SELECT coalesce(jsonb_agg(entry ORDER BY n), '[]'::jsonb)
-        FROM (SELECT entry, n
-              FROM jsonb_array_elements(errors || jsonb_build_array(jsonb_build_object(
-                       'attempt', attempts, 'error', $6::text, 'at', now())))
-                   WITH ORDINALITY AS history(entry, n)
-              ORDER BY n DESC LIMIT $7) AS kept) END,
+    errors = CASE WHEN $4 = 'snooze' THEN errors
+                  ELSE pgq.append_error(errors, attempts, $6, $7) END,
     lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'running')
 RETURNING status, run_at <= now() AS due_now";

@@ -44,6 +44,7 @@ pub(crate) fn decode(row: &PgRow) -> Result<Job> {
         worker_id: row.try_get("worker_id")?,
         claimed_at: row.try_get("claimed_at")?,
         lease_expires_at: row.try_get("lease_expires_at")?,
+        cancel_requested_at: row.try_get("cancel_requested_at")?,
         created_at: row.try_get("created_at")?,
         started_at: row.try_get("started_at")?,
         completed_at: row.try_get("completed_at")?,

@@ -5,16 +5,19 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::maintenance::cleaner::{CleanerConfig, DEFAULT_CLEAN_INTERVAL, Retention};
+use crate::maintenance::rescuer::{DEFAULT_RESCUE_INTERVAL, RescuerConfig};
 use crate::queue;
 use crate::registry::Registry;
 use crate::state::StateMap;
-use crate::worker::Worker;
+use crate::worker::{TaskEntry, Worker};
 
 /// How long an idle worker waits between claims when no notification arrives.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// How many jobs one claim statement takes at most.
 pub const DEFAULT_BATCH_SIZE: usize = 16;
-/// How long a claim holds a job before another worker may rescue it.
+/// How long a claim holds a job before another worker may rescue it; renewed every third of it
+/// while the handler runs.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// How long shutdown waits for running jobs before releasing them.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
@@ -43,6 +46,8 @@ pub struct WorkerBuilder {
     shutdown_grace: Duration,
     worker_id: Option<String>,
     state: StateMap,
+    rescue_interval: Duration,
+    retention: Retention,
 }
 
 /// A worker's settings after `build()` checked them.
@@ -54,6 +59,8 @@ pub(crate) struct WorkerConfig {
     pub(crate) lease: Duration,
     pub(crate) shutdown_grace: Duration,
     pub(crate) worker_id: String,
+    pub(crate) rescuer: RescuerConfig,
+    pub(crate) cleaner: CleanerConfig,
 }
 
 impl WorkerBuilder {
@@ -67,7 +74,21 @@ impl WorkerBuilder {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             worker_id: None,
             state: StateMap::default(),
+            rescue_interval: DEFAULT_RESCUE_INTERVAL,
+            retention: Retention::default(),
         }
+    }
+
+    /// How often this process looks for jobs whose lease expired (default 15 s).
+    pub fn rescue_interval(mut self, interval: Duration) -> Self {
+        self.rescue_interval = interval;
+        self
+    }
+
+    /// How long finished jobs are kept (default: completed 24 h, failed and cancelled 7 days).
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
     }
 
     /// Makes `value` available to every handler through
@@ -143,7 +164,12 @@ impl WorkerBuilder {
         let registry = Registry::linked()?;
         let handlers: HashMap<_, _> = registry
             .tasks()
-            .filter_map(|task| task.run_fn().map(|run| (task.name(), run)))
+            .filter_map(|task| {
+                let run = task.run_fn()?;
+                let lease = task.lease().unwrap_or(self.lease);
+                let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+                Some((task.name(), TaskEntry { run, lease_ms }))
+            })
             .collect();
         if handlers.is_empty() {
             return Err(Error::InvalidWorker(
@@ -157,6 +183,13 @@ impl WorkerBuilder {
             lease: self.lease,
             shutdown_grace: self.shutdown_grace,
             worker_id: self.worker_id.unwrap_or_else(default_worker_id),
+            rescuer: RescuerConfig {
+                interval: self.rescue_interval,
+            },
+            cleaner: CleanerConfig {
+                retention: self.retention,
+                interval: DEFAULT_CLEAN_INTERVAL,
+            },
         };
         Ok(Worker::new(self.client, config, handlers, self.state))
     }

@@ -46,6 +46,8 @@ pub enum JobOutcome {
     Failed,
     /// The handler snoozed; the job is `pending` with its attempt given back.
     Snoozed,
+    /// The job was cancelled while its handler ran; the job is `cancelled`.
+    Cancelled,
     /// The worker shut down mid-attempt; the job is `pending` with its attempt given back.
     Released,
     /// This worker no longer held the job (its lease was lost); the result was dropped.
@@ -72,6 +74,8 @@ pub struct WorkerStats {
     pub snoozed: u64,
     /// Attempts released at shutdown.
     pub released: u64,
+    /// Attempts whose job was cancelled while they ran.
+    pub cancelled: u64,
     /// Attempts whose result was dropped because the lease was lost, or not written.
     pub lost: u64,
 }
@@ -84,6 +88,7 @@ impl WorkerStats {
             JobOutcome::Failed => &mut self.failed,
             JobOutcome::Snoozed => &mut self.snoozed,
             JobOutcome::Released => &mut self.released,
+            JobOutcome::Cancelled => &mut self.cancelled,
             JobOutcome::LeaseLost | JobOutcome::Unrecorded => &mut self.lost,
         };
         *counter += 1;
@@ -91,6 +96,12 @@ impl WorkerStats {
 
     /// Attempts that ended, whatever their outcome.
     pub fn finished(&self) -> u64 {
-        self.completed + self.retried + self.failed + self.snoozed + self.released + self.lost
+        self.completed
+            + self.retried
+            + self.failed
+            + self.snoozed
+            + self.released
+            + self.cancelled
+            + self.lost
     }
 }

@@ -4,18 +4,20 @@ use std::any::Any;
 use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::JoinError;
 
+use crate::attempt::{AttemptState, Backend};
 use crate::context::JobContext;
-use crate::handler::RunFn;
+use crate::error::Result;
 use crate::store;
 use crate::store::attempt::{ClaimedJob, Failure, Fence};
 use crate::task_error::{TaskAction, TaskError, truncate_error};
-use crate::worker::{JobOutcome, Shared, WorkerEvent};
+use crate::worker::{JobOutcome, Running, Shared, TaskEntry, WorkerEvent};
 
 pub(crate) async fn execute(
     shared: Arc<Shared>,
     job: ClaimedJob,
-    run: RunFn,
+    entry: TaskEntry,
     _slot: OwnedSemaphorePermit,
 ) {
     let (id, attempt) = (job.id, job.attempt);
@@ -24,51 +26,46 @@ pub(crate) async fn execute(
         task: job.task.clone(),
         attempt,
     });
-    let ctx = JobContext::new(
+    let state = AttemptState::new(
         id,
         attempt,
+        Backend::Database {
+            client: shared.client.clone(),
+            worker_id: shared.worker_id().to_owned(),
+        },
+    );
+    let ctx = JobContext::new(
         job.task.clone(),
         job.queue.clone(),
         job.unique_key,
         shared.state.clone(),
+        state.clone(),
     );
-    // Its own task, so that a panic is caught and shutdown can abort it.
-    let handler = tokio::spawn(run(job.payload, ctx));
     if let Ok(mut running) = shared.running.lock() {
-        running.insert(id, handler.abort_handle());
+        running.insert(
+            id,
+            Running {
+                attempt,
+                lease_ms: entry.lease_ms,
+                state: state.clone(),
+                abort: None,
+            },
+        );
+    }
+    // Its own task, so that a panic is caught and shutdown can abort it.
+    let handler = tokio::spawn((entry.run)(job.payload, ctx));
+    if let Ok(mut running) = shared.running.lock()
+        && let Some(r) = running.get_mut(&id)
+    {
+        r.abort = Some(handler.abort_handle());
     }
     let result = handler.await;
     if let Ok(mut running) = shared.running.lock() {
         running.remove(&id);
     }
+    state.flush().await;
 
-    let fence = Fence {
-        id,
-        attempt,
-        worker_id: shared.worker_id(),
-    };
-    let (recorded, error) = match result {
-        Ok(Ok(())) => (
-            store::attempt::complete(&shared.pool, fence)
-                .await
-                .map(|held| held.then_some(JobOutcome::Completed)),
-            None,
-        ),
-        Ok(Err(err)) => record_failure(&shared, &job.queue, fence, &err).await,
-        Err(join) if join.is_panic() => {
-            let err = TaskError::retry(format_args!(
-                "handler panicked: {}",
-                panic_message(join.into_panic())
-            ));
-            record_failure(&shared, &job.queue, fence, &err).await
-        }
-        Err(_) => (
-            store::attempt::release(&shared.pool, fence)
-                .await
-                .map(|held| held.then_some(JobOutcome::Released)),
-            None,
-        ),
-    };
+    let (recorded, error) = record(&shared, &state, &job.queue, result).await;
     let outcome = match recorded {
         Ok(Some(outcome)) => outcome,
         Ok(None) => {
@@ -90,12 +87,70 @@ pub(crate) async fn execute(
     });
 }
 
+type Recorded = (Result<Option<JobOutcome>>, Option<String>);
+
+/// Writes what the attempt's result means for the job. `Ok(None)`: the fence did not hold.
+async fn record(
+    shared: &Shared,
+    state: &AttemptState,
+    queue: &str,
+    result: std::result::Result<std::result::Result<(), TaskError>, JoinError>,
+) -> Recorded {
+    let fence = state.fence().expect("a worker's attempt has a fence");
+    if state.is_lease_lost() {
+        return (Ok(None), None);
+    }
+    let error = match &result {
+        Ok(Ok(())) => None,
+        Ok(Err(err)) => Some(truncate_error(err.message())),
+        Err(join) if join.is_panic() => None,
+        Err(_) => None,
+    };
+    if matches!(result, Ok(Ok(()))) && state.completed_in_tx() {
+        match store::attempt::is_completed(&shared.pool, fence).await {
+            Ok(true) => return (Ok(Some(JobOutcome::Completed)), None),
+            Ok(false) => {} // the handler's transaction rolled back: complete it here
+            Err(err) => return (Err(err), None),
+        }
+    }
+    if state.is_cancel_requested() {
+        let done = store::attempt::cancelled(&shared.pool, fence, error.as_deref()).await;
+        return (
+            done.map(|held| held.then_some(JobOutcome::Cancelled)),
+            error,
+        );
+    }
+    match result {
+        Ok(Ok(())) => (
+            store::attempt::complete(&shared.pool, fence)
+                .await
+                .map(|held| held.then_some(JobOutcome::Completed)),
+            None,
+        ),
+        Ok(Err(err)) => record_failure(shared, queue, fence, &err).await,
+        Err(join) if join.is_panic() => {
+            let err = TaskError::retry(format_args!(
+                "handler panicked: {}",
+                panic_message(join.into_panic())
+            ));
+            record_failure(shared, queue, fence, &err).await
+        }
+        // Aborted at shutdown, past the grace period.
+        Err(_) => (
+            store::attempt::release(&shared.pool, fence)
+                .await
+                .map(|held| held.then_some(JobOutcome::Released)),
+            None,
+        ),
+    }
+}
+
 async fn record_failure(
     shared: &Shared,
     queue: &str,
     fence: Fence<'_>,
     err: &TaskError,
-) -> (crate::Result<Option<JobOutcome>>, Option<String>) {
+) -> Recorded {
     let message = truncate_error(err.message());
     let failure = match err.action() {
         TaskAction::Retry => Failure::Retry(None),

@@ -70,15 +70,20 @@ async fn claim_and_start(
     shared
         .stats
         .send_modify(|stats| stats.claimed += jobs.len() as u64);
-    if let Err(err) = store::attempt::start(&shared.pool, &jobs, shared.worker_id()).await {
+    let leases: Vec<i64> = jobs
+        .iter()
+        .map(|job| shared.handlers[job.task.as_str()].lease_ms)
+        .collect();
+    if let Err(err) = store::attempt::start(&shared.pool, &jobs, &leases, shared.worker_id()).await
+    {
         // They stay claimed by us; their lease runs out and they are rescued.
         tracing::warn!(queue = %queue.name, error = %err, "could not mark claimed jobs running");
         return false;
     }
     for job in jobs {
         let permit = permits.pop().expect("one permit per claimed job");
-        let run = shared.handlers[job.task.as_str()];
-        tokio::spawn(executor::execute(shared.clone(), job, run, permit));
+        let entry = shared.handlers[job.task.as_str()];
+        tokio::spawn(executor::execute(shared.clone(), job, entry, permit));
     }
     full
 }

@@ -1,5 +1,5 @@
-//! The worker's one LISTEN connection. On a notification it wakes the queue named in the
-//! payload; when the connection drops it reconnects, LISTENs again, and only then wakes every
+//! The worker's one LISTEN connection. An insert notification wakes the queue named in its
+//! payload; a cancel notification fires the named job's `ctx.cancelled()` if it runs here; when the connection drops it reconnects, LISTENs again, and only then wakes every
 //! fetcher to claim what arrived meanwhile. Polling covers the gap.
 
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 
 use crate::store::INSERT_CHANNEL;
+use crate::store::control::CANCEL_CHANNEL;
 use crate::worker::{Shared, WorkerEvent};
 
 /// The `application_name` of listener connections, to find them in `pg_stat_activity`.
@@ -26,6 +27,12 @@ pub(crate) async fn listen(shared: Arc<Shared>) {
                 shared.wake_all();
                 loop {
                     match listener.try_recv().await {
+                        Ok(Some(notification)) if notification.channel() == CANCEL_CHANNEL => {
+                            let id = notification.payload().parse::<i64>().ok();
+                            if let Some(state) = id.and_then(|id| shared.running_state(id.into())) {
+                                state.request_cancel();
+                            }
+                        }
                         Ok(Some(notification)) => shared.wake(notification.payload()),
                         Ok(None) => break,
                         Err(err) => {
@@ -58,6 +65,8 @@ async fn connect(shared: &Shared) -> sqlx::Result<PgListener> {
         .connect_lazy_with(options);
     let mut listener = PgListener::connect_with(&pool).await?;
     listener.ignore_pool_close_event(true);
-    listener.listen(INSERT_CHANNEL).await?;
+    listener
+        .listen_all([INSERT_CHANNEL, CANCEL_CHANNEL])
+        .await?;
     Ok(listener)
 }

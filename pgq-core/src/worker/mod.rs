@@ -9,6 +9,7 @@ mod event;
 mod executor;
 mod fetcher;
 mod listener;
+mod renewer;
 mod signal;
 
 use std::collections::HashMap;
@@ -16,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{Notify, Semaphore, broadcast, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 
@@ -25,12 +27,17 @@ pub use builder::{
 };
 pub use event::{JobOutcome, WorkerEvent, WorkerStats};
 
+use crate::attempt::AttemptState;
 use crate::client::Client;
 use crate::error::Result;
 use crate::handler::RunFn;
 use crate::job_id::JobId;
+use crate::maintenance::{cleaner, rescuer};
 use crate::state::StateMap;
 use crate::store;
+
+/// Connections of the upkeep pool: renewal, rescue and cleaning.
+const UPKEEP_CONNECTIONS: u32 = 2;
 
 /// How many events a slow [`WorkerHandle::events`] receiver may fall behind before it lags.
 const EVENT_CAPACITY: usize = 1024;
@@ -61,17 +68,37 @@ pub struct WorkerHandle {
 /// What the worker's tasks share.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    pub(crate) client: Client,
     pub(crate) pool: PgPool,
+    /// A small pool of its own for lease renewal and maintenance, so that handlers holding
+    /// every connection of the main pool cannot starve them.
+    pub(crate) upkeep_pool: PgPool,
     pub(crate) config: WorkerConfig,
-    pub(crate) handlers: HashMap<&'static str, RunFn>,
+    pub(crate) handlers: HashMap<&'static str, TaskEntry>,
     pub(crate) task_names: Vec<&'static str>,
     pub(crate) queues: Vec<Arc<QueueSlots>>,
     pub(crate) state: Arc<StateMap>,
-    /// Handler tasks in flight, so shutdown can abort them after the grace period.
-    pub(crate) running: Mutex<HashMap<JobId, AbortHandle>>,
+    /// Attempts in flight: renewed, cancellable, and aborted at shutdown after the grace period.
+    pub(crate) running: Mutex<HashMap<JobId, Running>>,
     pub(crate) events: broadcast::Sender<WorkerEvent>,
     pub(crate) stats: watch::Sender<WorkerStats>,
     pub(crate) stopping: watch::Receiver<bool>,
+}
+
+/// A task this worker can run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TaskEntry {
+    pub(crate) run: RunFn,
+    pub(crate) lease_ms: i64,
+}
+
+/// An attempt in flight.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub(crate) attempt: i32,
+    pub(crate) lease_ms: i64,
+    pub(crate) state: Arc<AttemptState>,
+    pub(crate) abort: Option<AbortHandle>,
 }
 
 /// One queue's free slots and its wake-up signal.
@@ -99,6 +126,12 @@ impl Shared {
         }
     }
 
+    /// The attempt in flight for job `id`, if any.
+    pub(crate) fn running_state(&self, id: JobId) -> Option<Arc<AttemptState>> {
+        let running = self.running.lock().ok()?;
+        running.get(&id).map(|r| r.state.clone())
+    }
+
     pub(crate) fn wake_all(&self) {
         for slots in &self.queues {
             slots.wake.notify_one();
@@ -115,7 +148,7 @@ impl Worker {
     pub(crate) fn new(
         client: Client,
         config: WorkerConfig,
-        handlers: HashMap<&'static str, RunFn>,
+        handlers: HashMap<&'static str, TaskEntry>,
         state: StateMap,
     ) -> Self {
         let (stop, stopping) = watch::channel(false);
@@ -133,8 +166,13 @@ impl Worker {
             .collect();
         let mut task_names: Vec<_> = handlers.keys().copied().collect();
         task_names.sort_unstable();
+        let upkeep_pool = PgPoolOptions::new()
+            .max_connections(UPKEEP_CONNECTIONS)
+            .connect_lazy_with(client.pool().connect_options().as_ref().clone());
         let shared = Arc::new(Shared {
             pool: client.pool().clone(),
+            client,
+            upkeep_pool,
             config,
             handlers,
             task_names,
@@ -213,9 +251,20 @@ impl WorkerHandle {
     }
 }
 
-/// Runs the listener and the fetchers until told to stop, then shuts down in order.
+/// Runs the listener, fetchers and upkeep until told to stop, then shuts down in order.
 async fn supervise(shared: Arc<Shared>) {
     let listener = tokio::spawn(listener::listen(shared.clone()));
+    let renewer = tokio::spawn(renewer::renew(shared.clone()));
+    let rescuer = tokio::spawn(rescuer::run(
+        shared.upkeep_pool.clone(),
+        shared.config.rescuer.clone(),
+        shared.stopping.clone(),
+    ));
+    let cleaner = tokio::spawn(cleaner::run(
+        shared.upkeep_pool.clone(),
+        shared.config.cleaner.clone(),
+        shared.stopping.clone(),
+    ));
     let fetchers: Vec<_> = shared
         .queues
         .iter()
@@ -231,7 +280,7 @@ async fn supervise(shared: Arc<Shared>) {
         let running: Vec<AbortHandle> = shared
             .running
             .lock()
-            .map(|running| running.values().cloned().collect())
+            .map(|running| running.values().filter_map(|r| r.abort.clone()).collect())
             .unwrap_or_default();
         for handler in running {
             handler.abort();
@@ -243,8 +292,11 @@ async fn supervise(shared: Arc<Shared>) {
     if let Err(err) = store::attempt::release_worker(&shared.pool, shared.worker_id()).await {
         tracing::warn!(worker_id = shared.worker_id(), error = %err, "could not release held jobs at shutdown");
     }
-    listener.abort();
-    let _ = listener.await;
+    for upkeep in [listener, renewer, rescuer, cleaner] {
+        upkeep.abort();
+        let _ = upkeep.await;
+    }
+    shared.upkeep_pool.close().await;
 }
 
 /// Waits until every queue has all its slots back, at most `limit`.

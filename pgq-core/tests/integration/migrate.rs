@@ -103,6 +103,7 @@ async fn the_jobs_table_has_every_column_and_index() {
         "worker_id",
         "claimed_at",
         "lease_expires_at",
+        "cancel_requested_at",
         "created_at",
         "started_at",
         "completed_at",

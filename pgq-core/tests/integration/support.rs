@@ -1,5 +1,6 @@
 //! Waiting on worker events and job rows, always with a time limit.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use pgq_core::{JobId, JobOutcome, WorkerEvent, WorkerHandle};
@@ -29,6 +30,28 @@ pub(crate) async fn finished(
     tokio::time::timeout(LIMIT, wait)
         .await
         .unwrap_or_else(|_| panic!("job {id} did not finish within {LIMIT:?}"))
+}
+
+/// The outcomes of all of `ids`, in whatever order they finish.
+pub(crate) async fn all_finished(
+    events: &mut broadcast::Receiver<WorkerEvent>,
+    ids: &[JobId],
+) -> HashMap<JobId, JobOutcome> {
+    let wait = async {
+        let mut outcomes = HashMap::new();
+        while outcomes.len() < ids.len() {
+            if let WorkerEvent::JobFinished { id, outcome, .. } =
+                events.recv().await.expect("worker events ended")
+                && ids.contains(&id)
+            {
+                outcomes.insert(id, outcome);
+            }
+        }
+        outcomes
+    };
+    tokio::time::timeout(LIMIT, wait)
+        .await
+        .unwrap_or_else(|_| panic!("jobs {ids:?} did not all finish within {LIMIT:?}"))
 }
 
 /// The next event matching `wanted`.

@@ -30,6 +30,7 @@ fn main() {
     assert_eq!(Ping::PRIORITY, pgq_core::DEFAULT_PRIORITY);
     assert_eq!(Ping::MAX_ATTEMPTS, pgq_core::DEFAULT_MAX_ATTEMPTS);
     assert_eq!(Ping::TIMEOUT, None);
+    assert_eq!(Ping::LEASE, None);
     assert_eq!(Ping.unique_key(), None);
 
     assert_eq!(Edge::NAME, "Edge");

@@ -7,7 +7,8 @@ use std::time::Duration;
 #[task(
     unique_key = "welcome:{user_id}:{{{email}}}",
     name = "billing.charge",
-    timeout = "30s"
+    timeout = "30s",
+    lease = "2m"
 )]
 struct SendWelcome {
     user_id: i64,
@@ -20,6 +21,7 @@ fn main() {
     assert_eq!(SendWelcome::PRIORITY, 150_i16);
     assert_eq!(SendWelcome::MAX_ATTEMPTS, 5_i32);
     assert_eq!(SendWelcome::TIMEOUT, Some(Duration::from_secs(30)));
+    assert_eq!(SendWelcome::LEASE, Some(Duration::from_secs(120)));
     let task = SendWelcome {
         user_id: 7,
         email: "a@example.com".into(),

@@ -1,0 +1,214 @@
+//! The live state of one attempt, shared by the handler's [`JobContext`](crate::JobContext)
+//! and the worker running it: cancellation, lease loss, progress, and completion in the
+//! handler's own transaction. Without a database (handler unit tests) it records instead.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::client::Client;
+use crate::job_id::JobId;
+use crate::store;
+use crate::store::attempt::Fence;
+
+/// At most one progress write per attempt in this interval; the latest state always follows.
+pub const PROGRESS_THROTTLE: Duration = Duration::from_secs(1);
+
+/// Where an attempt's reports go.
+#[derive(Debug)]
+pub(crate) enum Backend {
+    /// A worker runs the attempt: writes go to the job row, fenced.
+    Database { client: Client, worker_id: String },
+    /// A handler unit test: everything is kept in memory for the test to read.
+    Recording(Mutex<Recording>),
+}
+
+/// What a handler did under a test context.
+#[doc(hidden)]
+#[derive(Debug, Default, Clone)]
+pub struct Recording {
+    /// Every `progress` call: percent and stage.
+    pub progress: Vec<(u8, String)>,
+    /// Every `event` message.
+    pub events: Vec<String>,
+    /// Every task enqueued through the context: task name and JSON payload.
+    pub enqueued: Vec<(&'static str, serde_json::Value)>,
+}
+
+#[derive(Debug, Default)]
+struct Progress {
+    percent: u8,
+    stage: String,
+    unsent_events: i32,
+    dirty: bool,
+    last_write: Option<Instant>,
+    flush_scheduled: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct AttemptState {
+    pub(crate) id: JobId,
+    pub(crate) attempt: i32,
+    pub(crate) backend: Backend,
+    /// Fires when the job is cancelled or the lease is lost: stop, the result will not count.
+    stop: watch::Sender<bool>,
+    cancel_requested: AtomicBool,
+    lease_lost: AtomicBool,
+    completed_in_tx: AtomicBool,
+    progress: Mutex<Progress>,
+}
+
+impl AttemptState {
+    pub(crate) fn new(id: JobId, attempt: i32, backend: Backend) -> Arc<Self> {
+        Arc::new(Self {
+            id,
+            attempt,
+            backend,
+            stop: watch::channel(false).0,
+            cancel_requested: AtomicBool::new(false),
+            lease_lost: AtomicBool::new(false),
+            completed_in_tx: AtomicBool::new(false),
+            progress: Mutex::new(Progress::default()),
+        })
+    }
+
+    pub(crate) fn fence(&self) -> Option<Fence<'_>> {
+        match &self.backend {
+            Backend::Database { worker_id, .. } => Some(Fence {
+                id: self.id,
+                attempt: self.attempt,
+                worker_id,
+            }),
+            Backend::Recording(_) => None,
+        }
+    }
+
+    pub(crate) fn request_cancel(&self) {
+        self.cancel_requested.store(true, Ordering::SeqCst);
+        self.stop.send_replace(true);
+    }
+
+    pub(crate) fn lose_lease(&self) {
+        if !self.lease_lost.swap(true, Ordering::SeqCst) {
+            tracing::warn!(job = %self.id, attempt = self.attempt, "lease lost: another worker may run this job now");
+        }
+        self.stop.send_replace(true);
+    }
+
+    pub(crate) fn is_cancel_requested(&self) -> bool {
+        self.cancel_requested.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_lease_lost(&self) -> bool {
+        self.lease_lost.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    pub(crate) async fn stopped(&self) {
+        let mut stop = self.stop.subscribe();
+        let _ = stop.wait_for(|stopped| *stopped).await;
+    }
+
+    pub(crate) fn mark_completed_in_tx(&self) {
+        self.completed_in_tx.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn completed_in_tx(&self) -> bool {
+        self.completed_in_tx.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn record(&self, f: impl FnOnce(&mut Recording)) -> bool {
+        match &self.backend {
+            Backend::Recording(recording) => {
+                if let Ok(mut recording) = recording.lock() {
+                    f(&mut recording);
+                }
+                true
+            }
+            Backend::Database { .. } => false,
+        }
+    }
+
+    /// Updates progress in memory and writes it now, or schedules the write when throttled.
+    pub(crate) async fn report(
+        self: &Arc<Self>,
+        percent: Option<u8>,
+        stage: Option<&str>,
+        event: bool,
+    ) {
+        let write_now = {
+            let Ok(mut progress) = self.progress.lock() else {
+                return;
+            };
+            if let Some(percent) = percent {
+                progress.percent = percent.min(100);
+            }
+            if let Some(stage) = stage {
+                progress.stage = stage.to_owned();
+            }
+            if event {
+                progress.unsent_events += 1;
+            }
+            progress.dirty = true;
+            let due = progress
+                .last_write
+                .is_none_or(|at| at.elapsed() >= PROGRESS_THROTTLE);
+            if !due && !progress.flush_scheduled {
+                progress.flush_scheduled = true;
+                let wait = PROGRESS_THROTTLE.saturating_sub(
+                    progress
+                        .last_write
+                        .map(|at| at.elapsed())
+                        .unwrap_or_default(),
+                );
+                let state = self.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    state.flush().await;
+                });
+            }
+            due
+        };
+        if write_now {
+            self.flush().await;
+        }
+    }
+
+    /// Writes unsent progress, if any. The worker calls it when the attempt ends.
+    pub(crate) async fn flush(&self) {
+        let Backend::Database { client, worker_id } = &self.backend else {
+            return;
+        };
+        let (percent, stage, events) = {
+            let Ok(mut progress) = self.progress.lock() else {
+                return;
+            };
+            progress.flush_scheduled = false;
+            if !progress.dirty {
+                return;
+            }
+            progress.dirty = false;
+            progress.last_write = Some(Instant::now());
+            let events = std::mem::take(&mut progress.unsent_events);
+            (progress.percent, progress.stage.clone(), events)
+        };
+        let fence = Fence {
+            id: self.id,
+            attempt: self.attempt,
+            worker_id,
+        };
+        let stage = (!stage.is_empty()).then_some(stage.as_str());
+        match store::progress::write(client.pool(), fence, percent, stage, events).await {
+            Ok(true) => {}
+            Ok(false) => self.lose_lease(),
+            Err(err) => {
+                tracing::warn!(job = %self.id, error = %err, "could not write progress");
+            }
+        }
+    }
+}

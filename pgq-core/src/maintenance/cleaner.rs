@@ -1,0 +1,74 @@
+//! The cleaner: deletes finished jobs past their retention, in bounded batches, one process at a
+//! time (an advisory lock), so the table does not grow forever.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::sync::watch;
+
+use crate::error::Result;
+use crate::store;
+
+/// How long completed jobs are kept.
+pub const DEFAULT_RETAIN_COMPLETED: Duration = Duration::from_secs(24 * 3600);
+/// How long failed and cancelled jobs are kept, for inspection and manual retry.
+pub const DEFAULT_RETAIN_FAILED: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How often each worker process tries to clean.
+pub const DEFAULT_CLEAN_INTERVAL: Duration = Duration::from_secs(60);
+/// How many rows one delete statement removes at most.
+pub(crate) const CLEAN_BATCH: i64 = 1000;
+
+/// How long finished jobs are kept before the cleaner deletes them.
+///
+/// ```
+/// use std::time::Duration;
+/// let retention = pgq_core::Retention {
+///     completed: Duration::from_secs(3600),
+///     ..Default::default()
+/// };
+/// assert_eq!(retention.failed, pgq_core::DEFAULT_RETAIN_FAILED);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Age (since completion) after which completed jobs are deleted.
+    pub completed: Duration,
+    /// Age after which failed and cancelled jobs are deleted.
+    pub failed: Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            completed: DEFAULT_RETAIN_COMPLETED,
+            failed: DEFAULT_RETAIN_FAILED,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct CleanerConfig {
+    pub(crate) retention: Retention,
+    pub(crate) interval: Duration,
+}
+
+/// Deletes what is past retention; `None` when another process is cleaning right now.
+pub(crate) async fn run_once(pool: &PgPool, retention: Retention) -> Result<Option<u64>> {
+    store::maintenance::delete_finished(pool, retention.completed, retention.failed, CLEAN_BATCH)
+        .await
+}
+
+pub(crate) async fn run(pool: PgPool, config: CleanerConfig, mut stopping: watch::Receiver<bool>) {
+    loop {
+        match run_once(&pool, config.retention).await {
+            Ok(Some(deleted)) if deleted > 0 => {
+                tracing::info!(deleted, "deleted old finished jobs")
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "cleaning failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(config.interval) => {}
+            _ = stopping.wait_for(|stop| *stop) => return,
+        }
+    }
+}

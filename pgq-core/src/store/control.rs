@@ -1,0 +1,101 @@
+//! Operator actions on single jobs: cancel and retry.
+
+use sqlx::{PgPool, Row};
+
+use crate::error::{Error, Result};
+use crate::job::JobStatus;
+use crate::job_id::JobId;
+
+/// The channel cancellations of held jobs notify, with the job id as payload.
+pub(crate) const CANCEL_CHANNEL: &str = "pgq_cancel";
+
+const CANCEL: &str = "
+WITH target AS (
+    SELECT id, status FROM pgq.jobs WHERE id = $1 FOR UPDATE
+),
+updated AS (
+    UPDATE pgq.jobs AS job SET
+        status = CASE WHEN target.status = 'pending' THEN 'cancelled' ELSE job.status END,
+        completed_at = CASE WHEN target.status = 'pending' THEN now() END,
+        cancel_requested_at = coalesce(job.cancel_requested_at, now()),
+        updated_at = now()
+    FROM target
+    WHERE job.id = target.id AND target.status IN ('pending', 'claimed', 'running')
+    RETURNING job.id, job.status
+)
+SELECT target.status AS before, updated.status AS after,
+       CASE WHEN updated.status IN ('claimed', 'running')
+            THEN pg_notify('pgq_cancel', target.id::text) END AS notified
+FROM target LEFT JOIN updated ON true";
+
+/// What [`Client::cancel`](crate::Client::cancel) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancellation {
+    /// The job was pending and is `cancelled` now.
+    Cancelled,
+    /// The job is held by a worker: its handler's `ctx.cancelled()` fires, and the job ends
+    /// `cancelled` when the handler returns.
+    Requested,
+}
+
+pub(crate) async fn cancel(pool: &PgPool, id: JobId) -> Result<Cancellation> {
+    let row = sqlx::query(CANCEL)
+        .bind(id.get())
+        .fetch_optional(pool)
+        .await?
+        .ok_or(Error::JobNotFound(id))?;
+    let before = status(row.try_get("before")?)?;
+    match row.try_get::<Option<String>, _>("after")? {
+        Some(after) if after == "cancelled" => Ok(Cancellation::Cancelled),
+        Some(_) => Ok(Cancellation::Requested),
+        None => Err(Error::JobState {
+            id,
+            status: before,
+            action: "cancel",
+        }),
+    }
+}
+
+const RETRY: &str = "
+UPDATE pgq.jobs SET status = 'pending', run_at = now(),
+    max_attempts = greatest(max_attempts, least(attempts + 1, 1000)),
+    completed_at = NULL, cancel_requested_at = NULL, worker_id = NULL,
+    lease_expires_at = NULL, updated_at = now()
+WHERE id = $1 AND status IN ('failed', 'cancelled')
+RETURNING pg_notify('pgq_insert', queue)";
+
+const STATUS: &str = "SELECT status FROM pgq.jobs WHERE id = $1";
+
+pub(crate) async fn retry(pool: &PgPool, id: JobId) -> Result<()> {
+    let retried = sqlx::query(RETRY).bind(id.get()).fetch_optional(pool).await;
+    match retried {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => {
+            let current: Option<String> = sqlx::query_scalar(STATUS)
+                .bind(id.get())
+                .fetch_optional(pool)
+                .await?;
+            match current {
+                None => Err(Error::JobNotFound(id)),
+                Some(current) => Err(Error::JobState {
+                    id,
+                    status: status(current)?,
+                    action: "retry",
+                }),
+            }
+        }
+        Err(err) if is_unique_violation(&err) => Err(Error::UniqueKeyHeld(id)),
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn is_unique_violation(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| code == "23505")
+}
+
+fn status(name: String) -> Result<JobStatus> {
+    name.parse()
+        .map_err(|message: String| Error::Database(sqlx::Error::Decode(message.into())))
+}

@@ -1,0 +1,107 @@
+//! Leases: renewing those of running jobs, extending one, rescuing expired ones. A lease that
+//! ran out is never renewed: the job belongs to the rescuer then.
+
+use sqlx::{PgPool, Row};
+
+use crate::error::Result;
+use crate::job_id::JobId;
+use crate::store::attempt::{ERROR_HISTORY, Fence};
+
+/// One held attempt and the lease length it keeps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeldJob {
+    pub(crate) id: JobId,
+    pub(crate) attempt: i32,
+    pub(crate) lease_ms: i64,
+}
+
+/// What renewal learned about one held job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Renewed {
+    pub(crate) id: JobId,
+    pub(crate) cancel_requested: bool,
+}
+
+const RENEW: &str = "
+UPDATE pgq.jobs AS job
+SET lease_expires_at = greatest(job.lease_expires_at, now() + held.lease_ms * interval '1 millisecond')
+FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS held(id, attempt, lease_ms)
+WHERE job.id = held.id AND job.attempts = held.attempt AND job.worker_id = $4
+  AND job.status IN ('claimed', 'running') AND job.lease_expires_at > now()
+RETURNING job.id, job.cancel_requested_at IS NOT NULL AS cancel_requested";
+
+/// Renews the leases of a worker's held jobs in one statement. Jobs missing from the result
+/// have lost their lease.
+pub(crate) async fn renew(
+    pool: &PgPool,
+    worker_id: &str,
+    held: &[HeldJob],
+) -> Result<Vec<Renewed>> {
+    let rows = sqlx::query(RENEW)
+        .bind(held.iter().map(|h| h.id.get()).collect::<Vec<_>>())
+        .bind(held.iter().map(|h| h.attempt).collect::<Vec<_>>())
+        .bind(held.iter().map(|h| h.lease_ms).collect::<Vec<_>>())
+        .bind(worker_id)
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Renewed {
+                id: JobId::from(row.try_get::<i64, _>("id")?),
+                cancel_requested: row.try_get("cancel_requested")?,
+            })
+        })
+        .collect()
+}
+
+const EXTEND: &str = "
+UPDATE pgq.jobs
+SET lease_expires_at = greatest(lease_expires_at, now() + $4 * interval '1 millisecond')
+WHERE id = $1 AND attempts = $2 AND worker_id = $3
+  AND status IN ('claimed', 'running') AND lease_expires_at > now()";
+
+/// Extends one lease. `false` when the fence no longer holds or the lease ran out.
+pub(crate) async fn extend(pool: &PgPool, fence: Fence<'_>, millis: i64) -> Result<bool> {
+    let done = sqlx::query(EXTEND)
+        .bind(fence.id.get())
+        .bind(fence.attempt)
+        .bind(fence.worker_id)
+        .bind(millis)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Expired held jobs go back to `pending` with backoff, or to `failed` when their attempts are
+/// spent; each rescue is that attempt's error. SKIP LOCKED keeps concurrent rescuers apart.
+const RESCUE: &str = "
+WITH expired AS (
+    SELECT id FROM pgq.jobs
+    WHERE status IN ('claimed', 'running') AND lease_expires_at <= now()
+    ORDER BY lease_expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pgq.jobs AS job SET
+    status = CASE WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
+    run_at = CASE WHEN job.attempts >= job.max_attempts THEN job.run_at
+                  ELSE now() + pgq.default_backoff(job.attempts) END,
+    completed_at = CASE WHEN job.attempts >= job.max_attempts THEN now() END,
+    last_error = 'lease expired: worker ' || job.worker_id || ' stopped renewing it',
+    errors = pgq.append_error(job.errors, job.attempts,
+                              'lease expired: worker ' || job.worker_id || ' stopped renewing it', $2),
+    worker_id = CASE WHEN job.attempts >= job.max_attempts THEN job.worker_id END,
+    lease_expires_at = NULL, updated_at = now()
+FROM expired
+WHERE job.id = expired.id
+RETURNING job.id";
+
+/// Rescues up to `limit` jobs whose lease expired.
+pub(crate) async fn rescue(pool: &PgPool, limit: i64) -> Result<Vec<JobId>> {
+    let ids: Vec<i64> = sqlx::query_scalar(RESCUE)
+        .bind(limit)
+        .bind(ERROR_HISTORY)
+        .fetch_all(pool)
+        .await?;
+    Ok(ids.into_iter().map(JobId::from).collect())
+}

@@ -1,0 +1,36 @@
+//! Progress of running jobs, and the notification live watchers follow.
+
+use sqlx::PgPool;
+
+use crate::error::Result;
+use crate::store::attempt::Fence;
+
+/// The channel progress writes notify, with the job id as payload.
+pub(crate) const PROGRESS_CHANNEL: &str = "pgq_progress";
+
+const WRITE: &str = "
+UPDATE pgq.jobs
+SET progress = $4, current_stage = coalesce($5, current_stage),
+    events_count = events_count + $6, updated_at = now()
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'running'
+RETURNING pg_notify('pgq_progress', id::text)";
+
+/// Writes an attempt's progress. `false` when the fence no longer holds.
+pub(crate) async fn write(
+    pool: &PgPool,
+    fence: Fence<'_>,
+    percent: u8,
+    stage: Option<&str>,
+    events: i32,
+) -> Result<bool> {
+    let row = sqlx::query(WRITE)
+        .bind(fence.id.get())
+        .bind(fence.attempt)
+        .bind(fence.worker_id)
+        .bind(i16::from(percent))
+        .bind(stage)
+        .bind(events)
+        .fetch_optional(pool)
+        .await?;
+    Ok(row.is_some())
+}

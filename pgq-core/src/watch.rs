@@ -1,0 +1,80 @@
+//! [`JobWatch`]: following one job's progress live, fed by NOTIFY with polling as a backstop.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgListener;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::job::Job;
+use crate::job_id::JobId;
+use crate::store;
+use crate::store::progress::PROGRESS_CHANNEL;
+
+/// How often a watcher re-reads the job when no notification arrives.
+pub const WATCH_POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// A live view of one job, from [`Client::watch`]: each call to [`next`](Self::next) returns
+/// the job as soon as it changed, until it has finished.
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+/// let mut watch = client.watch(id).await?;
+/// while let Some(job) = watch.next().await? {
+///     println!("{}% {}", job.progress, job.current_stage.as_deref().unwrap_or(""));
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct JobWatch {
+    client: Client,
+    id: JobId,
+    listener: PgListener,
+    last_seen: Option<DateTime<Utc>>,
+    finished: bool,
+}
+
+impl JobWatch {
+    pub(crate) async fn start(client: Client, id: JobId) -> Result<Self> {
+        let mut listener = PgListener::connect_with(client.pool()).await?;
+        listener.listen(PROGRESS_CHANNEL).await?;
+        Ok(Self {
+            client,
+            id,
+            listener,
+            last_seen: None,
+            finished: false,
+        })
+    }
+
+    /// The job after its next change (the first call returns it as it is), or `None` once a
+    /// finished job has been returned.
+    pub async fn next(&mut self) -> Result<Option<Job>> {
+        if self.finished {
+            return Ok(None);
+        }
+        loop {
+            let job = store::job::find(self.client.pool(), self.id)
+                .await?
+                .ok_or(Error::JobNotFound(self.id))?;
+            if self.last_seen != Some(job.updated_at) {
+                self.last_seen = Some(job.updated_at);
+                self.finished = job.status.is_finished();
+                return Ok(Some(job));
+            }
+            let id = self.id.to_string();
+            let notified = async {
+                loop {
+                    match self.listener.recv().await {
+                        Ok(n) if n.payload() == id => return,
+                        Ok(_) => {}
+                        // The listener reconnects on the next call; poll meanwhile.
+                        Err(_) => return,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(WATCH_POLL_INTERVAL, notified).await;
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Lease renewal: every third of the lease, one statement renews every attempt this worker
+//! runs, on the upkeep pool. An attempt missing from the result lost its lease; one whose job
+//! was asked to cancel learns it here too, should the notification have been missed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::store;
+use crate::store::lease::HeldJob;
+use crate::worker::Shared;
+
+pub(crate) async fn renew(shared: Arc<Shared>) {
+    let interval = (shared.config.lease / 3).max(Duration::from_millis(100));
+    loop {
+        tokio::time::sleep(interval).await;
+        let held: Vec<HeldJob> = match shared.running.lock() {
+            Ok(running) => running
+                .iter()
+                .map(|(&id, r)| HeldJob {
+                    id,
+                    attempt: r.attempt,
+                    lease_ms: r.lease_ms,
+                })
+                .collect(),
+            Err(_) => return,
+        };
+        if held.is_empty() {
+            continue;
+        }
+        match store::lease::renew(&shared.upkeep_pool, shared.worker_id(), &held).await {
+            Ok(renewed) => {
+                for job in &held {
+                    let Some(state) = shared.running_state(job.id) else {
+                        continue; // finished meanwhile
+                    };
+                    match renewed.iter().find(|r| r.id == job.id) {
+                        Some(r) if r.cancel_requested => state.request_cancel(),
+                        Some(_) => {}
+                        None if state.attempt == job.attempt => state.lose_lease(),
+                        None => {}
+                    }
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "lease renewal failed; retrying"),
+        }
+    }
+}
