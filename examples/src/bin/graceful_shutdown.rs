@@ -1,8 +1,9 @@
 //! Graceful shutdown: a worker runs until SIGTERM or SIGINT, lets the job in flight finish within
 //! the grace period, and releases it to `pending` (no attempt spent) if it cannot.
 //!
-//! `cargo run -p pgq-examples --bin graceful_shutdown -- [--work-ms N] [--grace-ms N]`,
-//! then press Ctrl-C once "started job" is printed.
+//! `cargo run -p pgq-examples --bin graceful_shutdown -- [--work-ms N] [--grace-ms N] [--lease-ms N]`,
+//! then press Ctrl-C once "started job" is printed. Killed with SIGKILL instead, it cannot
+//! release anything: its job is rescued by another worker once the lease runs out.
 
 use std::time::Duration;
 
@@ -39,6 +40,7 @@ fn flag(name: &str, default: u64) -> u64 {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let work = flag("--work-ms", 2_000);
     let grace = flag("--grace-ms", 10_000);
+    let lease = flag("--lease-ms", 60_000);
     let options = pgq_examples::examples_database().await?;
     let client = Client::new(sqlx::PgPool::connect_with(options).await?);
     client.migrate().await?;
@@ -47,6 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let worker = Worker::builder(client.clone())
         .queue("shutdown-demo", 1)
         .shutdown_grace(Duration::from_millis(grace))
+        .lease(Duration::from_millis(lease))
         .build()?;
     println!(
         "worker {} running; send SIGTERM or press Ctrl-C to stop",

@@ -1,4 +1,4 @@
-//! Lease renewal: every third of the lease, one statement renews every attempt this worker
+//! Lease renewal: every third of the shortest lease its tasks use, one statement renews every attempt this worker
 //! runs, on the upkeep pool. An attempt missing from the result lost its lease; one whose job
 //! was asked to cancel learns it here too, should the notification have been missed.
 
@@ -10,7 +10,14 @@ use crate::store::lease::HeldJob;
 use crate::worker::Shared;
 
 pub(crate) async fn renew(shared: Arc<Shared>) {
-    let interval = (shared.config.lease / 3).max(Duration::from_millis(100));
+    let shortest_ms = shared
+        .handlers
+        .values()
+        .map(|entry| entry.lease_ms)
+        .min()
+        .unwrap_or(i64::MAX);
+    let shortest = Duration::from_millis(u64::try_from(shortest_ms).unwrap_or(u64::MAX));
+    let interval = (shortest.min(shared.config.lease) / 3).max(Duration::from_millis(100));
     loop {
         tokio::time::sleep(interval).await;
         let held: Vec<HeldJob> = match shared.running.lock() {

@@ -3,10 +3,16 @@
 
 mod support;
 
+mod cancel;
 mod enqueue;
 mod enqueue_many;
+mod fencing;
+mod lease;
 mod migrate;
+mod progress;
 mod registry;
+mod retention;
+mod stats;
 mod transitions;
 mod unique_key;
 mod worker_bad_input;

@@ -64,11 +64,9 @@ async fn jobs_still_running_after_the_grace_period_are_released() {
     assert_eq!(held_by(&db, &worker_id).await, 2);
     handle.shutdown().await.unwrap();
 
+    let outcomes = support::all_finished(&mut events, &ids).await;
     for id in ids {
-        assert_eq!(
-            support::finished(&mut events, id).await.0,
-            JobOutcome::Released
-        );
+        assert_eq!(outcomes[&id], JobOutcome::Released);
         let job = client.job(id).await.unwrap().unwrap();
         assert_eq!((job.status, job.attempts), (JobStatus::Pending, 0));
         assert_eq!(job.worker_id, None);

@@ -1,0 +1,142 @@
+//! A worker process killed with SIGKILL mid-job loses nothing: another worker completes the job
+//! after its lease runs out, or after an operator releases the dead worker's jobs.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use pgq_core::{
+    Client, Handler, JobContext, JobId, JobOutcome, JobStatus, Task, TaskError, Worker,
+    WorkerEvent, async_trait,
+};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The graceful-shutdown example's task, handled here by the surviving worker.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "shutdown-demo", name = "Work")]
+struct Work {
+    millis: u64,
+}
+
+#[async_trait]
+impl Handler for Work {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// Starts the example with a 1 s lease, waits for its job to start, and kills it with SIGKILL.
+/// Returns the dead worker's id and its job.
+async fn kill_mid_job(db: &TestDatabase) -> (String, JobId) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_graceful_shutdown"))
+        .args(["--work-ms", "600000", "--lease-ms", "1000"])
+        .env("DATABASE_URL", db.url())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut worker, mut job) = (None, None);
+    let read = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.strip_prefix("worker ") {
+                worker = rest.split(' ').next().map(str::to_owned);
+            }
+            if let Some(id) = line.strip_prefix("started job ") {
+                job = Some(JobId::from(id.parse::<i64>().unwrap()));
+                return;
+            }
+        }
+        panic!("the example exited before starting its job");
+    };
+    tokio::time::timeout(LIMIT, read)
+        .await
+        .expect("job never started");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &child.id().unwrap().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().await.unwrap();
+    assert!(!status.success(), "killed, not exited");
+    (worker.expect("worker id printed"), job.unwrap())
+}
+
+async fn complete_with_a_new_worker(client: &Client, id: JobId) {
+    let worker = Worker::builder(client.clone())
+        .queue("shutdown-demo", 1)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let finished = async {
+        loop {
+            if let WorkerEvent::JobFinished {
+                id: done, outcome, ..
+            } = events.recv().await.unwrap()
+                && done == id
+            {
+                return outcome;
+            }
+        }
+    };
+    let outcome = tokio::time::timeout(LIMIT, finished)
+        .await
+        .expect("job finished");
+    assert_eq!(outcome, JobOutcome::Completed);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_killed_workers_job_is_rescued_after_its_lease_and_completed_elsewhere() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let (dead, id) = kill_mid_job(&db).await;
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Running);
+    assert_eq!(job.worker_id.as_deref(), Some(dead.as_str()));
+
+    // Nobody renews the lease now; wait for it to run out (1 s), then rescue as the rescuer does.
+    let rescued = async {
+        loop {
+            let rescued = client.rescue_expired().await.unwrap();
+            if rescued.contains(&id) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(LIMIT, rescued).await.expect("rescued");
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Pending);
+    assert!(job.last_error.unwrap().starts_with("lease expired"));
+    // Skip the retry backoff.
+    sqlx::query("UPDATE pgq.jobs SET run_at = now() WHERE id = $1")
+        .bind(id.get())
+        .execute(db.pool())
+        .await
+        .unwrap();
+
+    complete_with_a_new_worker(&client, id).await;
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 2));
+}
+
+#[tokio::test]
+async fn an_operator_releases_a_dead_workers_jobs_in_one_call() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let (dead, id) = kill_mid_job(&db).await;
+    assert_eq!(client.release_worker(&dead).await.unwrap(), vec![id]);
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Pending, 0));
+    assert!(client.release_worker(&dead).await.unwrap().is_empty());
+
+    complete_with_a_new_worker(&client, id).await;
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
+}

@@ -1,0 +1,179 @@
+//! Cancellation and manual retry.
+
+use std::time::Duration;
+
+use pgq_core::{
+    Cancellation, Error, Handler, JobContext, JobOutcome, JobStatus, Task, TaskError, Worker,
+    WorkerEvent, async_trait,
+};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+
+use crate::support;
+
+/// Runs until cancelled.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "cancel")]
+struct UntilCancelled;
+
+#[async_trait]
+impl Handler for UntilCancelled {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.cancelled().await;
+        Err(TaskError::fail("stopped on request"))
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "cancel-retry", max_attempts = 1)]
+struct FailsOnce {
+    n: u32,
+}
+
+#[async_trait]
+impl Handler for FailsOnce {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        if ctx.attempt() == 1 {
+            return Err(TaskError::retry("first attempt fails"));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "cancel-retry")]
+struct Quick;
+
+#[async_trait]
+impl Handler for Quick {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_pending_job_is_cancelled_at_once() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(UntilCancelled).await.unwrap().id();
+    assert_eq!(client.cancel(id).await.unwrap(), Cancellation::Cancelled);
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Cancelled);
+    assert!(job.completed_at.is_some());
+}
+
+async fn cancel_running(lease: Duration, notify: bool) {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(UntilCancelled).await.unwrap().id();
+    let worker = Worker::builder(client.clone())
+        .queue("cancel", 1)
+        .lease(lease)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+    if notify {
+        assert_eq!(client.cancel(id).await.unwrap(), Cancellation::Requested);
+    } else {
+        // As if the notification were lost: only the lease renewal can tell the worker.
+        sqlx::query("UPDATE pgq.jobs SET cancel_requested_at = now() WHERE id = $1")
+            .bind(id.get())
+            .execute(db.pool())
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        support::finished(&mut events, id).await,
+        (JobOutcome::Cancelled, Some("stopped on request".into()))
+    );
+    handle.shutdown().await.unwrap();
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Cancelled);
+    assert!(job.cancel_requested_at.is_some() && job.completed_at.is_some());
+}
+
+#[tokio::test]
+async fn a_running_job_is_cancelled_through_its_context_by_notification() {
+    // A lease of an hour renews every 20 minutes: only the notification can arrive in time.
+    cancel_running(Duration::from_secs(3600), true).await;
+}
+
+#[tokio::test]
+async fn a_running_job_learns_of_a_missed_cancellation_at_lease_renewal() {
+    cancel_running(Duration::from_secs(1), false).await;
+}
+
+#[tokio::test]
+async fn cancelling_a_finished_or_missing_job_is_a_typed_error() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(UntilCancelled).await.unwrap().id();
+    client.cancel(id).await.unwrap();
+    let err = client.cancel(id).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::JobState {
+                status: JobStatus::Cancelled,
+                action: "cancel",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!("cannot cancel job {id}: it is cancelled")
+    );
+    let err = client.cancel(999_999.into()).await.unwrap_err();
+    assert!(matches!(err, Error::JobNotFound(_)), "{err}");
+}
+
+#[tokio::test]
+async fn retry_requeues_failed_and_cancelled_jobs_only() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let failed = client.enqueue(FailsOnce { n: 1 }).await.unwrap().id();
+    let cancelled = client.enqueue(Quick).await.unwrap().id();
+    client.cancel(cancelled).await.unwrap();
+
+    let worker = Worker::builder(client.clone())
+        .queue("cancel-retry", 2)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    assert_eq!(
+        support::finished(&mut events, failed).await.0,
+        JobOutcome::Failed
+    );
+    let err = client.retry(999_999.into()).await.unwrap_err();
+    assert!(matches!(err, Error::JobNotFound(_)), "{err}");
+
+    client.retry(failed).await.unwrap();
+    client.retry(cancelled).await.unwrap();
+    let outcomes = support::all_finished(&mut events, &[failed, cancelled]).await;
+    assert_eq!(outcomes[&failed], JobOutcome::Completed);
+    assert_eq!(outcomes[&cancelled], JobOutcome::Completed);
+    handle.shutdown().await.unwrap();
+
+    let job = client.job(failed).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.attempts, job.max_attempts),
+        (JobStatus::Completed, 2, 2)
+    );
+    let err = client.retry(failed).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::JobState {
+                status: JobStatus::Completed,
+                action: "retry",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

@@ -1,0 +1,219 @@
+//! Fencing: once an attempt's lease is lost, nothing it does lands on the job.
+
+use std::sync::{Arc, Mutex};
+
+use pgq_core::{
+    Client, Handler, JobContext, JobOutcome, JobStatus, Task, TaskError, Worker, WorkerEvent,
+    async_trait,
+};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use tokio::sync::Semaphore;
+
+use crate::support;
+
+/// Attempt 1 waits until it learns its lease is lost, then for the test's permit, then
+/// returns Ok; later attempts return at once.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "fencing", lease = "1s")]
+struct Fenced;
+
+#[derive(Default)]
+struct Observed {
+    lease_lost: Mutex<Option<bool>>,
+}
+
+#[async_trait]
+impl Handler for Fenced {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        if ctx.attempt() == 1 {
+            ctx.cancelled().await;
+            ctx.state::<Arc<Semaphore>>()
+                .unwrap()
+                .acquire()
+                .await
+                .unwrap()
+                .forget();
+            *ctx.state::<Arc<Observed>>()
+                .unwrap()
+                .lease_lost
+                .lock()
+                .unwrap() = Some(ctx.lease_lost());
+        }
+        Ok(())
+    }
+}
+
+/// Writes a business row and completes in the same transaction; attempt 1 first waits, like
+/// `Fenced`, until its lease is lost.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "complete-in", lease = "1s")]
+struct Ship {
+    order: i64,
+    then: Then,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+enum Then {
+    Commit,
+    RollBack,
+    AfterLosingLease,
+}
+
+#[async_trait]
+impl Handler for Ship {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        if matches!(self.then, Then::AfterLosingLease) {
+            ctx.cancelled().await;
+        }
+        let pool = ctx.state::<PgPool>().unwrap();
+        let mut tx = pool.begin().await?;
+        sqlx::query("INSERT INTO shipments (order_id) VALUES ($1)")
+            .bind(self.order)
+            .execute(&mut *tx)
+            .await?;
+        ctx.complete_in(&mut tx).await?;
+        match self.then {
+            Then::RollBack => {
+                tx.rollback().await?;
+                Err(TaskError::fail("changed my mind"))
+            }
+            _ => {
+                tx.commit().await?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Expires the job's lease and rescues it; `due_now` skips the retry backoff.
+async fn expire_and_rescue(db: &TestDatabase, id: pgq_core::JobId, due_now: bool) {
+    sqlx::query("UPDATE pgq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1")
+        .bind(id.get())
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let rescued = db.client().rescue_expired().await.unwrap();
+    assert_eq!(rescued, vec![id]);
+    if !due_now {
+        return;
+    }
+    sqlx::query("UPDATE pgq.jobs SET run_at = now() WHERE id = $1")
+        .bind(id.get())
+        .execute(db.pool())
+        .await
+        .unwrap();
+}
+
+async fn own_pool(db: &TestDatabase) -> PgPool {
+    PgPool::connect_with(db.connect_options()).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_late_result_after_a_lost_lease_changes_nothing() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(Fenced).await.unwrap().id();
+
+    let gate = Arc::new(Semaphore::new(0));
+    let observed = Arc::new(Observed::default());
+    let a = Worker::builder(Client::new(own_pool(&db).await))
+        .queue("fencing", 1)
+        .worker_id("worker-a")
+        .state(gate.clone())
+        .state(observed.clone())
+        .build()
+        .unwrap();
+    let mut a_events = a.events();
+    let a = a.start();
+    support::event(&mut a_events, |e| {
+        matches!(e, WorkerEvent::JobStarted { .. })
+    })
+    .await;
+
+    // A's lease runs out (as if renewal stalled); the job is rescued and B runs attempt 2.
+    expire_and_rescue(&db, id, true).await;
+    let b = Worker::builder(Client::new(own_pool(&db).await))
+        .queue("fencing", 1)
+        .worker_id("worker-b")
+        .build()
+        .unwrap();
+    let mut b_events = b.events();
+    let b = b.start();
+    assert_eq!(
+        support::finished(&mut b_events, id).await,
+        (JobOutcome::Completed, None)
+    );
+
+    // Now A returns Ok: its completion is fenced off.
+    gate.add_permits(1);
+    assert_eq!(
+        support::finished(&mut a_events, id).await.0,
+        JobOutcome::LeaseLost
+    );
+    assert_eq!(*observed.lease_lost.lock().unwrap(), Some(true));
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Completed);
+    assert_eq!(job.attempts, 2);
+    assert_eq!(job.worker_id.as_deref(), Some("worker-b"));
+}
+
+async fn ship(db: &TestDatabase, then: Then) -> (pgq_core::JobId, JobOutcome, i64) {
+    sqlx::raw_sql("CREATE TABLE IF NOT EXISTS shipments (order_id bigint PRIMARY KEY)")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let client = db.client();
+    let id = client.enqueue(Ship { order: 7, then }).await.unwrap().id();
+    let worker = Worker::builder(client)
+        .queue("complete-in", 1)
+        .state(db.pool().clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    if matches!(then, Then::AfterLosingLease) {
+        support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+        // Backing off after the rescue, so no second attempt starts during the test.
+        expire_and_rescue(db, id, false).await;
+    }
+    let (outcome, _) = support::finished(&mut events, id).await;
+    handle.shutdown().await.unwrap();
+    let shipped: i64 = sqlx::query_scalar("SELECT count(*) FROM shipments")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    (id, outcome, shipped)
+}
+
+#[tokio::test]
+async fn complete_in_commits_with_the_handlers_writes() {
+    let db = TestDatabase::new().await;
+    let (id, outcome, shipped) = ship(&db, Then::Commit).await;
+    assert_eq!((outcome, shipped), (JobOutcome::Completed, 1));
+    let job = db.client().job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.progress), (JobStatus::Completed, 100));
+}
+
+#[tokio::test]
+async fn complete_in_rolls_back_with_the_handlers_writes() {
+    let db = TestDatabase::new().await;
+    let (id, outcome, shipped) = ship(&db, Then::RollBack).await;
+    assert_eq!((outcome, shipped), (JobOutcome::Failed, 0));
+    let job = db.client().job(id).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Failed);
+    assert_eq!(job.last_error.as_deref(), Some("changed my mind"));
+}
+
+#[tokio::test]
+async fn complete_in_fails_after_a_lost_lease_and_writes_nothing() {
+    let db = TestDatabase::new().await;
+    let (id, outcome, shipped) = ship(&db, Then::AfterLosingLease).await;
+    assert_eq!((outcome, shipped), (JobOutcome::LeaseLost, 0));
+    let job = db.client().job(id).await.unwrap().unwrap();
+    assert_ne!(job.status, JobStatus::Completed);
+}

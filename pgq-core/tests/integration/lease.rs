@@ -1,0 +1,214 @@
+//! Leases: renewed while the handler runs, on connections handlers cannot take; extended on
+//! request; rescued when they run out, by exactly one rescuer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgq_core::{
+    Client, Handler, JobContext, JobStatus, Task, TaskError, Worker, WorkerEvent, async_trait,
+};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::support;
+
+/// Takes every connection of the worker's pool, then waits for the test's permit.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "lease-hog", lease = "1s")]
+struct Hog;
+
+#[async_trait]
+impl Handler for Hog {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let pool = ctx.state::<PgPool>().unwrap();
+        let _a = pool.acquire().await?;
+        let _b = pool.acquire().await?;
+        let gate = ctx.state::<Arc<Semaphore>>().unwrap();
+        gate.acquire().await.unwrap().forget();
+        Ok(())
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "lease-extend")]
+struct Long;
+
+#[async_trait]
+impl Handler for Long {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.extend_lease(Duration::from_secs(3600)).await?;
+        ctx.state::<Arc<Notify>>().unwrap().notify_one();
+        let gate = ctx.state::<Arc<Semaphore>>().unwrap();
+        gate.acquire().await.unwrap().forget();
+        Ok(())
+    }
+}
+
+async fn lease_left(db: &TestDatabase, id: pgq_core::JobId) -> f64 {
+    sqlx::query_scalar(
+        "SELECT extract(epoch FROM lease_expires_at - now())::float8 FROM pgq.jobs WHERE id = $1",
+    )
+    .bind(id.get())
+    .fetch_one(db.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn leases_are_renewed_even_when_handlers_hold_every_pool_connection() {
+    let db = TestDatabase::new().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let client = Client::new(pool.clone());
+    let id = client.enqueue(Hog).await.unwrap().id();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client)
+        .queue("lease-hog", 1)
+        .state(pool)
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+    // Time has to pass for a lease to run out: three 1 s leases' worth.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let left = lease_left(&db, id).await;
+    assert!(left > 0.0, "lease ran out {left} s ago");
+    assert!(db.client().rescue_expired().await.unwrap().is_empty());
+    gate.add_permits(1);
+    let (outcome, _) = support::finished(&mut events, id).await;
+    assert_eq!(outcome, pgq_core::JobOutcome::Completed);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_handler_can_extend_its_lease() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(Long).await.unwrap().id();
+    let gate = Arc::new(Semaphore::new(0));
+    let extended = Arc::new(Notify::new());
+    let worker = Worker::builder(client)
+        .queue("lease-extend", 1)
+        .state(gate.clone())
+        .state(extended.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    tokio::time::timeout(support::LIMIT, extended.notified())
+        .await
+        .expect("the handler extended its lease");
+    let left = lease_left(&db, id).await;
+    assert!(left > 3500.0, "{left}");
+    gate.add_permits(1);
+    support::finished(&mut events, id).await;
+    handle.shutdown().await.unwrap();
+}
+
+/// Inserts `n` jobs held by a worker whose leases ran out, attempts spent as given.
+async fn expired_jobs(db: &TestDatabase, n: i64, attempts: i32, max_attempts: i32) -> Vec<i64> {
+    let ids: Vec<i64> = sqlx::query_scalar(
+        "INSERT INTO pgq.jobs (task, queue, payload, max_attempts)
+         SELECT 'Gone', 'rescue', '{}', $2 FROM generate_series(1, $1)
+         RETURNING id",
+    )
+    .bind(n)
+    .bind(max_attempts)
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    hold(db, &ids, attempts, "crashed", "- interval '1 second'").await;
+    ids
+}
+
+/// Moves pending jobs to claimed by `worker`, with a lease ending at `now() <lease>`.
+async fn hold(db: &TestDatabase, ids: &[i64], attempts: i32, worker: &str, lease: &str) {
+    let sql = format!(
+        "UPDATE pgq.jobs SET status = 'claimed', attempts = $2, worker_id = $3,
+             claimed_at = now(), lease_expires_at = now() {lease}
+         WHERE id = ANY($1)"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(ids)
+        .bind(attempts)
+        .bind(worker)
+        .execute(db.pool())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn expired_jobs_are_rescued_with_backoff_or_failed_when_spent() {
+    let db = TestDatabase::new().await;
+    let retry = expired_jobs(&db, 1, 1, 3).await[0];
+    let spent = expired_jobs(&db, 1, 3, 3).await[0];
+    let live: i64 = sqlx::query_scalar(
+        "INSERT INTO pgq.jobs (task, queue, payload) VALUES ('Gone', 'rescue', '{}') RETURNING id",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    hold(&db, &[live], 1, "alive", "+ interval '1 minute'").await;
+
+    let client = db.client();
+    let mut rescued: Vec<i64> = client
+        .rescue_expired()
+        .await
+        .unwrap()
+        .iter()
+        .map(|id| id.get())
+        .collect();
+    rescued.sort();
+    assert_eq!(rescued, vec![retry, spent]);
+
+    let job = client.job(retry.into()).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Pending, 1));
+    assert!(job.run_at > job.updated_at, "retried with backoff");
+    assert_eq!(
+        job.last_error.as_deref(),
+        Some("lease expired: worker crashed stopped renewing it")
+    );
+    assert_eq!(job.errors.len(), 1);
+    assert_eq!(job.worker_id, None);
+    let job = client.job(spent.into()).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Failed);
+    assert!(job.completed_at.is_some());
+    let job = client.job(live.into()).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Claimed, "a live lease is left alone");
+}
+
+#[tokio::test]
+async fn two_rescuers_at_once_never_rescue_one_job_twice() {
+    let db = TestDatabase::new().await;
+    let mut expected = expired_jobs(&db, 3000, 1, 5).await;
+    expected.sort();
+    let rescuers: Vec<_> = (0..2)
+        .map(|_| {
+            let options = db.connect_options();
+            tokio::spawn(async move {
+                let pool = PgPool::connect_with(options).await.unwrap();
+                Client::new(pool).rescue_expired().await.unwrap()
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for rescuer in rescuers {
+        all.extend(rescuer.await.unwrap().into_iter().map(|id| id.get()));
+    }
+    all.sort();
+    assert_eq!(all, expected, "each job rescued exactly once");
+    let single_error: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pgq.jobs WHERE status = 'pending' AND jsonb_array_length(errors) = 1",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(single_error, 3000);
+}

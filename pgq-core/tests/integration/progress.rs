@@ -1,0 +1,141 @@
+//! Progress and events: throttled writes, the final state always written, and a live watcher.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgq_core::{
+    Handler, JobContext, JobOutcome, JobStatus, Task, TaskError, Worker, WorkerEvent, async_trait,
+};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::PgListener;
+use tokio::sync::Semaphore;
+
+use crate::support;
+
+/// Reports progress in a tight loop, then fails half way.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "progress", max_attempts = 1)]
+struct Busy;
+
+#[async_trait]
+impl Handler for Busy {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        for step in 0..=1000u32 {
+            ctx.progress((step / 20) as u8, "crunching").await;
+            if step % 20 == 0 {
+                ctx.event("another chunk").await;
+            }
+        }
+        Err(TaskError::fail("stopped at 50 %"))
+    }
+}
+
+/// Reports 10 %, waits, reports 60 % in a new stage, waits, completes.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "progress-watch")]
+struct Stepwise;
+
+#[async_trait]
+impl Handler for Stepwise {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let gate = ctx.state::<Arc<Semaphore>>().unwrap();
+        ctx.progress(10, "download").await;
+        gate.acquire().await.unwrap().forget();
+        ctx.progress(60, "resize").await;
+        gate.acquire().await.unwrap().forget();
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_tight_loop_is_throttled_and_the_final_state_is_written() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let mut listener = PgListener::connect_with(db.pool()).await.unwrap();
+    listener.listen("pgq_progress").await.unwrap();
+    let id = client.enqueue(Busy).await.unwrap().id();
+    let worker = Worker::builder(client.clone())
+        .queue("progress", 1)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    assert_eq!(
+        support::finished(&mut events, id).await.0,
+        JobOutcome::Failed
+    );
+    handle.shutdown().await.unwrap();
+
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(job.progress, 50);
+    assert_eq!(job.current_stage.as_deref(), Some("crunching"));
+    assert_eq!(job.events_count, 51);
+
+    // 1 000 calls made a handful of writes: count their notifications.
+    sqlx::query("SELECT pg_notify('pgq_progress', 'end')")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let mut writes = 0;
+    loop {
+        let n = tokio::time::timeout(support::LIMIT, listener.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if n.payload() == "end" {
+            break;
+        }
+        writes += 1;
+    }
+    assert!((1..=5).contains(&writes), "{writes} progress writes");
+}
+
+#[tokio::test]
+async fn a_watcher_follows_a_job_to_its_end() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(Stepwise).await.unwrap().id();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("progress-watch", 1)
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let mut watch = client.watch(id).await.unwrap();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+
+    let mut seen = Vec::new();
+    let follow = async {
+        while let Some(job) = watch.next().await.unwrap() {
+            let stage = job.current_stage.clone().unwrap_or_default();
+            if seen.last() != Some(&(job.status, job.progress, stage.clone())) {
+                seen.push((job.status, job.progress, stage));
+            }
+            // Let the handler move on once the watcher has seen each step.
+            if matches!((job.status, job.progress), (JobStatus::Running, 10 | 60)) {
+                gate.add_permits(1);
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), follow)
+        .await
+        .expect("the watcher saw the job finish");
+    handle.shutdown().await.unwrap();
+    let steps: Vec<_> = seen
+        .iter()
+        .map(|(s, p, st)| (*s, *p, st.as_str()))
+        .filter(|(s, _, _)| *s != JobStatus::Pending && *s != JobStatus::Claimed)
+        .filter(|(s, p, _)| !(*s == JobStatus::Running && *p == 0))
+        .collect();
+    assert_eq!(
+        steps,
+        vec![
+            (JobStatus::Running, 10, "download"),
+            (JobStatus::Running, 60, "resize"),
+            (JobStatus::Completed, 100, "resize"),
+        ]
+    );
+}

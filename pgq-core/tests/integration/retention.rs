@@ -1,0 +1,115 @@
+//! Retention: old finished jobs are deleted in batches, by one process at a time.
+
+use std::time::Duration;
+
+use pgq_core::{Client, Retention};
+use pgq_testkit::TestDatabase;
+use sqlx::PgPool;
+
+/// Inserts `n` jobs with `status`, finished `age` ago unless pending.
+async fn jobs(db: &TestDatabase, n: i64, status: &str, age: &str) {
+    let ids: Vec<i64> = sqlx::query_scalar(
+        "INSERT INTO pgq.jobs (task, queue, payload)
+         SELECT 'Old', 'retention', '{}' FROM generate_series(1, $1) RETURNING id",
+    )
+    .bind(n)
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    if status == "pending" {
+        return;
+    }
+    // Along allowed transitions: claimed, running, then the final status.
+    for (step, status) in [
+        ("claimed", "claimed"),
+        ("running", "running"),
+        ("end", status),
+    ] {
+        sqlx::query(
+            "UPDATE pgq.jobs SET status = $2, attempts = 1, worker_id = 'w', claimed_at = now(),
+                 lease_expires_at = now(),
+                 completed_at = CASE WHEN $3 THEN now() - $4::interval END
+             WHERE id = ANY($1)",
+        )
+        .bind(&ids)
+        .bind(status)
+        .bind(step == "end")
+        .bind(if age.is_empty() { "0" } else { age })
+        .execute(db.pool())
+        .await
+        .unwrap();
+    }
+}
+
+async fn count(db: &TestDatabase) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pgq.jobs")
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn finished_jobs_past_retention_are_deleted_and_the_rest_kept() {
+    let db = TestDatabase::new().await;
+    jobs(&db, 2500, "completed", "2 days").await; // deleted, in three batches
+    jobs(&db, 3, "completed", "1 hour").await;
+    jobs(&db, 4, "failed", "2 days").await;
+    jobs(&db, 5, "failed", "8 days").await; // deleted
+    jobs(&db, 6, "cancelled", "8 days").await; // deleted
+    jobs(&db, 7, "pending", "").await;
+    let deleted = db
+        .client()
+        .delete_finished(Retention::default())
+        .await
+        .unwrap();
+    assert_eq!(deleted, Some(2511));
+    assert_eq!(count(&db).await, 3 + 4 + 7);
+
+    let tighter = Retention {
+        completed: Duration::from_secs(60),
+        failed: Duration::from_secs(3600),
+    };
+    assert_eq!(db.client().delete_finished(tighter).await.unwrap(), Some(7));
+}
+
+#[tokio::test]
+async fn one_process_cleans_at_a_time() {
+    let db = TestDatabase::new().await;
+    jobs(&db, 3000, "completed", "2 days").await;
+
+    // Another process holds the cleaning lock: this one skips.
+    let mut other = db.pool().acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock(x'7067715f636c6561'::bigint)")
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    let client = Client::new(PgPool::connect_with(db.connect_options()).await.unwrap());
+    assert_eq!(
+        client.delete_finished(Retention::default()).await.unwrap(),
+        None
+    );
+    sqlx::query("SELECT pg_advisory_unlock(x'7067715f636c6561'::bigint)")
+        .execute(&mut *other)
+        .await
+        .unwrap();
+
+    // Two processes at once: together they delete each row once.
+    let cleaners: Vec<_> = (0..2)
+        .map(|_| {
+            let options = db.connect_options();
+            tokio::spawn(async move {
+                let pool = PgPool::connect_with(options).await.unwrap();
+                Client::new(pool)
+                    .delete_finished(Retention::default())
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for cleaner in cleaners {
+        total += cleaner.await.unwrap().unwrap_or(0);
+    }
+    assert_eq!(total, 3000);
+    assert_eq!(count(&db).await, 0);
+}
