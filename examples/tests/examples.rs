@@ -47,6 +47,65 @@ async fn quickstart_runs_both_tasks_to_completion() {
     );
 }
 
+#[tokio::test]
+async fn transactional_keeps_the_committed_order_and_drops_the_rolled_back_one() {
+    let db = TestDatabase::new().await;
+    let out = run_to_end(env!("CARGO_BIN_EXE_transactional"), &db, &[]).await;
+    assert!(out.contains("receipt jobs run: 1"), "{out}");
+    assert_eq!(
+        out.matches("sending the receipt for order").count(),
+        1,
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn retries_end_in_failed_with_every_error_kept() {
+    let db = TestDatabase::new().await;
+    let out = run_to_end(env!("CARGO_BIN_EXE_retries"), &db, &[]).await;
+    assert!(out.contains("is failed after 3 attempts"), "{out}");
+    for attempt in 1..=3 {
+        assert!(
+            out.contains(&format!("answered 503 on attempt {attempt}")),
+            "{out}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn unique_keys_find_duplicates_on_every_path() {
+    let db = TestDatabase::new().await;
+    let out = run_to_end(env!("CARGO_BIN_EXE_unique_keys"), &db, &[]).await;
+    assert!(out.contains("second enqueue: Duplicate"), "{out}");
+    assert!(out.contains("reason now \"manual, urgent\""), "{out}");
+    assert!(
+        out.contains("after the first job finished: Inserted"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn progress_is_watched_to_the_end() {
+    let db = TestDatabase::new().await;
+    let out = run_to_end(env!("CARGO_BIN_EXE_progress"), &db, &[]).await;
+    assert!(out.contains("running  40% decode"), "{out}");
+    assert!(
+        out.trim_end().ends_with("completed 100% upload (4 events)"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn the_unit_tested_handler_also_runs_under_a_worker() {
+    let db = TestDatabase::new().await;
+    let out = run_to_end(env!("CARGO_BIN_EXE_handler_testing"), &db, &[]).await;
+    assert!(
+        out.contains("ChargeInvoice") && out.contains("Completed"),
+        "{out}"
+    );
+    assert!(out.contains("queued for review"), "{out}");
+}
+
 /// Starts the graceful-shutdown example, sends SIGTERM once its job started, and returns its
 /// output after it exits.
 async fn terminate_mid_job(db: &TestDatabase, work_ms: &str, grace_ms: &str) -> String {

@@ -46,8 +46,8 @@ pub use task::{
 pub use task_error::{MAX_ERROR_BYTES, TaskAction, TaskError};
 pub use watch::{JobWatch, WATCH_POLL_INTERVAL};
 pub use worker::{
-    DEFAULT_BATCH_SIZE, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE, JobOutcome,
-    Worker, WorkerBuilder, WorkerEvent, WorkerHandle, WorkerStats,
+    DEFAULT_BATCH_SIZE, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE, DRAIN_LIMIT,
+    DrainedJob, JobOutcome, Worker, WorkerBuilder, WorkerEvent, WorkerHandle, WorkerStats,
 };
 
 /// `#[derive(Task)]`: implements [`Task`] and registers the type. See the README for keys.
@@ -59,6 +59,6 @@ pub mod __private {
     pub use crate::attempt::Recording;
     pub use crate::handler::{HandlerProbe, RunFn, ViaHandler, ViaNoHandler};
     pub use crate::registry::TaskRegistration;
-    pub use crate::testing::TestAttempt;
+    pub use crate::testing::{CancelSwitch, TestAttempt};
     pub use inventory;
 }

@@ -29,6 +29,20 @@ impl TestAttempt {
         }
     }
 
+    /// Starts over as attempt `attempt` of job `id`, keeping the state values.
+    pub fn renumber(&mut self, id: i64, attempt: i32) {
+        self.attempt = AttemptState::new(
+            JobId::from(id),
+            attempt,
+            Backend::Recording(Mutex::new(Recording::default())),
+        );
+    }
+
+    /// A switch that fires `ctx.cancelled()` from anywhere, also while the handler runs.
+    pub fn cancel_switch(&self) -> CancelSwitch {
+        CancelSwitch(self.attempt.clone())
+    }
+
     /// Makes `value` available through `ctx.state::<S>()`.
     pub fn insert_state<S: Send + Sync + 'static>(&mut self, value: S) {
         self.state.insert(value);
@@ -60,5 +74,17 @@ impl TestAttempt {
     /// Whether the handler called `ctx.complete_in`.
     pub fn completed_in_tx(&self) -> bool {
         self.attempt.completed_in_tx()
+    }
+}
+
+/// Fires a test attempt's `ctx.cancelled()`.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct CancelSwitch(Arc<AttemptState>);
+
+impl CancelSwitch {
+    /// Cancels the attempt.
+    pub fn cancel(&self) {
+        self.0.request_cancel();
     }
 }

@@ -1,9 +1,9 @@
 //! [`TestDatabase`]: an isolated, migrated database per test.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use pgq_core::Client;
+use pgq_core::{Client, JobId};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgConnection, PgPool};
 
@@ -88,6 +88,30 @@ impl TestDatabase {
     /// A URL of the test database, for programs the test starts (`DATABASE_URL`).
     pub fn url(&self) -> String {
         self.connect_options().to_url_lossy().to_string()
+    }
+
+    /// Moves time forward by `duration` for every unfinished job: run times and leases come
+    /// that much sooner, so delayed jobs, retries after backoff and lease expiry need no sleep.
+    pub async fn advance(&self, duration: Duration) {
+        sqlx::query(
+            "UPDATE pgq.jobs
+             SET run_at = run_at - $1 * interval '1 millisecond',
+                 lease_expires_at = lease_expires_at - $1 * interval '1 millisecond'
+             WHERE status IN ('pending', 'claimed', 'running')",
+        )
+        .bind(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX))
+        .execute(&self.pool)
+        .await
+        .unwrap_or_else(|err| panic!("cannot move time forward: {err}"));
+    }
+
+    /// Makes one pending job due now.
+    pub async fn make_due(&self, id: JobId) {
+        sqlx::query("UPDATE pgq.jobs SET run_at = now() WHERE id = $1 AND status = 'pending'")
+            .bind(id.get())
+            .execute(&self.pool)
+            .await
+            .unwrap_or_else(|err| panic!("cannot make job {id} due: {err}"));
     }
 
     /// The database's name.

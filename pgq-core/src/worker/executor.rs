@@ -14,12 +14,14 @@ use crate::store::attempt::{ClaimedJob, Failure, Fence};
 use crate::task_error::{TaskAction, TaskError, truncate_error};
 use crate::worker::{JobOutcome, Running, Shared, TaskEntry, WorkerEvent};
 
+/// Runs one attempt and records its outcome; returns the outcome and the attempt's error.
+/// `_slot` is held until the end, so the queue's free slots count running attempts.
 pub(crate) async fn execute(
     shared: Arc<Shared>,
     job: ClaimedJob,
     entry: TaskEntry,
-    _slot: OwnedSemaphorePermit,
-) {
+    _slot: Option<OwnedSemaphorePermit>,
+) -> (JobOutcome, Option<String>) {
     let (id, attempt) = (job.id, job.attempt);
     shared.emit(WorkerEvent::JobStarted {
         id,
@@ -83,8 +85,9 @@ pub(crate) async fn execute(
         task: job.task,
         attempt,
         outcome,
-        error,
+        error: error.clone(),
     });
+    (outcome, error)
 }
 
 type Recorded = (Result<Option<JobOutcome>>, Option<String>);

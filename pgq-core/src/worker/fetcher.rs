@@ -83,7 +83,7 @@ async fn claim_and_start(
     for job in jobs {
         let permit = permits.pop().expect("one permit per claimed job");
         let entry = shared.handlers[job.task.as_str()];
-        tokio::spawn(executor::execute(shared.clone(), job, entry, permit));
+        tokio::spawn(executor::execute(shared.clone(), job, entry, Some(permit)));
     }
     full
 }

@@ -5,6 +5,7 @@
 //! outcome is written back fenced on (id, attempt, worker).
 
 mod builder;
+mod drain;
 mod event;
 mod executor;
 mod fetcher;
@@ -25,6 +26,7 @@ pub(crate) use builder::WorkerConfig;
 pub use builder::{
     DEFAULT_BATCH_SIZE, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE, WorkerBuilder,
 };
+pub use drain::{DRAIN_LIMIT, DrainedJob};
 pub use event::{JobOutcome, WorkerEvent, WorkerStats};
 
 use crate::attempt::AttemptState;
@@ -212,6 +214,24 @@ impl Worker {
         let handle = self.start();
         shutdown.await;
         handle.shutdown().await
+    }
+
+    /// Runs every due job of the worker's queues inline, one at a time in priority order, until
+    /// none is due (at most [`DRAIN_LIMIT`] attempts), and returns what each attempt did. Jobs
+    /// that retry at once run again within the same drain.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let drained = pgq_core::Worker::builder(client).queue("email", 1).build()?.drain().await?;
+    /// for job in drained {
+    ///     println!("{} {}: {:?}", job.task, job.id, job.outcome);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn drain(self) -> Result<Vec<DrainedJob>> {
+        let drained = drain::drain(self.shared.clone()).await;
+        self.shared.upkeep_pool.close().await;
+        drained
     }
 
     /// Runs until the process receives SIGINT or SIGTERM, then shuts down gracefully.

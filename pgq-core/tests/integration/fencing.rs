@@ -1,6 +1,7 @@
 //! Fencing: once an attempt's lease is lost, nothing it does lands on the job.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use pgq_core::{
     Client, Handler, JobContext, JobOutcome, JobStatus, Task, TaskError, Worker, WorkerEvent,
@@ -87,23 +88,14 @@ impl Handler for Ship {
     }
 }
 
-/// Expires the job's lease and rescues it; `due_now` skips the retry backoff.
+/// Moves time past the job's lease and rescues it; `due_now` skips the retry backoff.
 async fn expire_and_rescue(db: &TestDatabase, id: pgq_core::JobId, due_now: bool) {
-    sqlx::query("UPDATE pgq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1")
-        .bind(id.get())
-        .execute(db.pool())
-        .await
-        .unwrap();
+    db.advance(Duration::from_secs(2)).await;
     let rescued = db.client().rescue_expired().await.unwrap();
     assert_eq!(rescued, vec![id]);
-    if !due_now {
-        return;
+    if due_now {
+        db.make_due(id).await;
     }
-    sqlx::query("UPDATE pgq.jobs SET run_at = now() WHERE id = $1")
-        .bind(id.get())
-        .execute(db.pool())
-        .await
-        .unwrap();
 }
 
 async fn own_pool(db: &TestDatabase) -> PgPool {

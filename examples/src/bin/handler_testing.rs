@@ -1,0 +1,144 @@
+//! A handler and its unit tests with `pgq-testkit`: no database needed for them. Run the tests
+//! with `cargo test -p pgq-examples --bin handler_testing`; run the program to see the same
+//! handler under a real worker.
+
+use pgq_core::{Client, Handler, JobContext, Task, TaskError, Worker, async_trait};
+use serde::{Deserialize, Serialize};
+
+/// Charges an invoice; small amounts are waved through, large ones need a review job.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "billing", unique_key = "invoice:{invoice_id}")]
+struct ChargeInvoice {
+    invoice_id: i64,
+    cents: i64,
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize, Task)]
+#[task(queue = "billing")]
+struct ReviewCharge {
+    invoice_id: i64,
+}
+
+/// The application's settings, handed to handlers as worker state.
+struct Billing {
+    review_above_cents: i64,
+}
+
+#[async_trait]
+impl Handler for ChargeInvoice {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let billing = ctx
+            .state::<Billing>()
+            .ok_or_else(|| TaskError::fail("no Billing state"))?;
+        if self.cents <= 0 {
+            return Err(TaskError::fail(format_args!(
+                "invalid amount {}",
+                self.cents
+            )));
+        }
+        ctx.progress(50, "charging").await;
+        if self.cents > billing.review_above_cents {
+            ctx.enqueue(ReviewCharge {
+                invoice_id: self.invoice_id,
+            })
+            .await?;
+        }
+        // The same key on every attempt: pass it to the payment provider to charge once.
+        ctx.event(&format!("charged with key {}", ctx.idempotency_key()))
+            .await;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Handler for ReviewCharge {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        println!("invoice {} queued for review", self.invoice_id);
+        Ok(())
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let options = pgq_examples::examples_database().await?;
+    let client = Client::new(sqlx::PgPool::connect_with(options).await?);
+    client.migrate().await?;
+    let invoice_id = i64::from(std::process::id());
+    client
+        .enqueue(ChargeInvoice {
+            invoice_id,
+            cents: 250_000,
+        })
+        .await?;
+    let drained = Worker::builder(client)
+        .queue("billing", 2)
+        .state(Billing {
+            review_above_cents: 100_000,
+        })
+        .build()?
+        .drain()
+        .await?;
+    for job in drained {
+        println!("{} {}: {:?}", job.task, job.id, job.outcome);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgq_core::TaskAction;
+    use pgq_testkit::TestContext;
+
+    fn billing() -> Billing {
+        Billing {
+            review_above_cents: 100_000,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_large_charge_enqueues_a_review() {
+        let ctx = TestContext::new().state(billing());
+        ctx.run(ChargeInvoice {
+            invoice_id: 7,
+            cents: 250_000,
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            ctx.enqueued::<ReviewCharge>(),
+            vec![ReviewCharge { invoice_id: 7 }]
+        );
+        assert_eq!(ctx.progress(), vec![(50, "charging".to_string())]);
+        assert_eq!(
+            ctx.events(),
+            vec!["charged with key ChargeInvoice:invoice:7".to_string()]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_small_charge_needs_no_review() {
+        let ctx = TestContext::new().state(billing());
+        ctx.run(ChargeInvoice {
+            invoice_id: 8,
+            cents: 500,
+        })
+        .await
+        .unwrap();
+        assert!(ctx.enqueued::<ReviewCharge>().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_invalid_amount_fails_without_retrying() {
+        let ctx = TestContext::new().attempt(2).state(billing());
+        let err = ctx
+            .run(ChargeInvoice {
+                invoice_id: 9,
+                cents: -1,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.action(), TaskAction::Fail);
+        assert_eq!(err.message(), "invalid amount -1");
+    }
+}

@@ -1,0 +1,70 @@
+//! Draining: every due job of the worker's queues, run inline through the real handlers until
+//! none is due — for tests, scripts and one-off runs.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::job_id::JobId;
+use crate::store;
+use crate::worker::{JobOutcome, Shared, executor};
+
+/// The most attempts one drain runs, so that a job that retries at once forever still ends it.
+pub const DRAIN_LIMIT: usize = 10_000;
+
+/// One attempt a drain ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DrainedJob {
+    /// The job.
+    pub id: JobId,
+    /// Its task name.
+    pub task: String,
+    /// The attempt, starting at 1.
+    pub attempt: i32,
+    /// How it ended.
+    pub outcome: JobOutcome,
+    /// Its error, if it failed.
+    pub error: Option<String>,
+}
+
+/// Claims one due job at a time, in priority order across the queues, and runs it to its end.
+pub(crate) async fn drain(shared: Arc<Shared>) -> Result<Vec<DrainedJob>> {
+    let mut drained = Vec::new();
+    let lease_ms = i64::try_from(shared.config.lease.as_millis()).unwrap_or(i64::MAX);
+    while drained.len() < DRAIN_LIMIT {
+        let mut ran = false;
+        for queue in &shared.queues {
+            let jobs = store::attempt::claim(
+                &shared.pool,
+                &queue.name,
+                &shared.task_names,
+                1,
+                shared.worker_id(),
+                lease_ms,
+            )
+            .await?;
+            let leases: Vec<i64> = jobs
+                .iter()
+                .map(|job| shared.handlers[job.task.as_str()].lease_ms)
+                .collect();
+            store::attempt::start(&shared.pool, &jobs, &leases, shared.worker_id()).await?;
+            for job in jobs {
+                ran = true;
+                let (id, task, attempt) = (job.id, job.task.clone(), job.attempt);
+                let entry = shared.handlers[job.task.as_str()];
+                let (outcome, error) = executor::execute(shared.clone(), job, entry, None).await;
+                drained.push(DrainedJob {
+                    id,
+                    task,
+                    attempt,
+                    outcome,
+                    error,
+                });
+            }
+        }
+        if !ran {
+            break;
+        }
+    }
+    Ok(drained)
+}

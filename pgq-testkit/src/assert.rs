@@ -1,0 +1,73 @@
+//! [`assert_enqueued`] and [`refute_enqueued`]: typed checks on what is waiting in the queue.
+
+use pgq_core::Task;
+use sqlx::PgPool;
+
+/// Pending jobs of `T`, decoded, with their ids.
+async fn pending<T: Task>(pool: &PgPool) -> Vec<(i64, Result<T, String>, serde_json::Value)> {
+    let rows: Vec<(i64, serde_json::Value)> = sqlx::query_as(
+        "SELECT id, payload FROM pgq.jobs WHERE task = $1 AND status = 'pending' ORDER BY id",
+    )
+    .bind(T::NAME)
+    .fetch_all(pool)
+    .await
+    .unwrap_or_else(|err| panic!("cannot read pgq.jobs: {err}"));
+    rows.into_iter()
+        .map(|(id, payload)| {
+            let task = serde_json::from_value::<T>(payload.clone()).map_err(|e| e.to_string());
+            (id, task, payload)
+        })
+        .collect()
+}
+
+fn describe(jobs: &[(i64, Result<impl Sized, String>, serde_json::Value)]) -> String {
+    if jobs.is_empty() {
+        return "none".into();
+    }
+    jobs.iter()
+        .map(|(id, _, payload)| format!("\n  job {id}: {payload}"))
+        .collect()
+}
+
+/// Asserts that a pending job of task `T` matches `predicate`, and returns its id. On failure
+/// the message lists every pending job of `T`.
+///
+/// ```no_run
+/// # use pgq_core::Task;
+/// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+/// # async fn example(db: pgq_testkit::TestDatabase) {
+/// pgq_testkit::assert_enqueued::<SendWelcome>(db.pool(), |t| t.user_id == 7).await;
+/// # }
+/// ```
+pub async fn assert_enqueued<T: Task>(pool: &PgPool, predicate: impl Fn(&T) -> bool) -> i64 {
+    let jobs = pending::<T>(pool).await;
+    match jobs
+        .iter()
+        .find(|(_, task, _)| task.as_ref().is_ok_and(&predicate))
+    {
+        Some((id, _, _)) => *id,
+        None => panic!(
+            "expected a pending {} job matching the predicate; pending {} jobs: {}",
+            T::NAME,
+            T::NAME,
+            describe(&jobs)
+        ),
+    }
+}
+
+/// Asserts that no pending job of task `T` matches `predicate`. On failure the message lists the
+/// matching jobs.
+pub async fn refute_enqueued<T: Task>(pool: &PgPool, predicate: impl Fn(&T) -> bool) {
+    let matching: Vec<_> = pending::<T>(pool)
+        .await
+        .into_iter()
+        .filter(|(_, task, _)| task.as_ref().is_ok_and(&predicate))
+        .collect();
+    if !matching.is_empty() {
+        panic!(
+            "expected no pending {} job matching the predicate; found: {}",
+            T::NAME,
+            describe(&matching)
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! Handlers run under a `TestContext` with no database: what they report is recorded.
+
+use std::time::Duration;
+
+use pgq_core::{Handler, JobContext, Task, TaskAction, TaskError, async_trait};
+use pgq_testkit::TestContext;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "imports", unique_key = "import:{file}")]
+struct Import {
+    file: String,
+    rows: u32,
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize, Task)]
+struct Notify {
+    file: String,
+    rows: u32,
+}
+
+/// Stands for an app's configuration handed to handlers.
+struct Limits {
+    max_rows: u32,
+}
+
+#[async_trait]
+impl Handler for Import {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let limits = ctx
+            .state::<Limits>()
+            .ok_or_else(|| TaskError::fail("no limits"))?;
+        if self.rows > limits.max_rows {
+            return Err(TaskError::fail(format_args!(
+                "{} rows is too many",
+                self.rows
+            )));
+        }
+        if ctx.attempt() < 3 && self.file.starts_with("flaky") {
+            return Err(TaskError::retry_after(
+                Duration::from_secs(5),
+                "storage busy",
+            ));
+        }
+        for done in 1..=self.rows {
+            if ctx.is_cancelled() {
+                return Err(TaskError::fail("cancelled"));
+            }
+            ctx.progress((done * 100 / self.rows) as u8, "importing")
+                .await;
+        }
+        ctx.event(&format!("imported {}", ctx.idempotency_key()))
+            .await;
+        ctx.enqueue(Notify {
+            file: self.file,
+            rows: self.rows,
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+/// Waits until cancelled.
+#[derive(Debug, Serialize, Deserialize, Task)]
+struct Wait;
+
+#[async_trait]
+impl Handler for Wait {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.cancelled().await;
+        Err(TaskError::snooze(Duration::from_secs(60)))
+    }
+}
+
+fn import(file: &str, rows: u32) -> Import {
+    Import {
+        file: file.into(),
+        rows,
+    }
+}
+
+#[tokio::test]
+async fn progress_events_and_enqueued_tasks_are_recorded() {
+    let ctx = TestContext::new().state(Limits { max_rows: 10 });
+    ctx.run(import("a.csv", 4)).await.unwrap();
+    assert_eq!(
+        ctx.progress(),
+        vec![
+            (25, "importing".to_string()),
+            (50, "importing".to_string()),
+            (75, "importing".to_string()),
+            (100, "importing".to_string()),
+        ]
+    );
+    assert_eq!(
+        ctx.events(),
+        vec!["imported Import:import:a.csv".to_string()]
+    );
+    assert_eq!(
+        ctx.enqueued::<Notify>(),
+        vec![Notify {
+            file: "a.csv".into(),
+            rows: 4
+        }]
+    );
+    assert!(ctx.enqueued::<Import>().is_empty());
+}
+
+#[tokio::test]
+async fn errors_carry_their_action() {
+    let ctx = TestContext::new().state(Limits { max_rows: 10 });
+    let err = ctx.run(import("big.csv", 11)).await.unwrap_err();
+    assert_eq!(err.action(), TaskAction::Fail);
+    assert_eq!(err.message(), "11 rows is too many");
+    assert!(ctx.enqueued::<Notify>().is_empty());
+}
+
+#[tokio::test]
+async fn the_attempt_number_is_chosen_by_the_test() {
+    let first = TestContext::new().state(Limits { max_rows: 10 });
+    let err = first.run(import("flaky.csv", 1)).await.unwrap_err();
+    assert_eq!(err.action(), TaskAction::RetryAfter(Duration::from_secs(5)));
+
+    let third = TestContext::new()
+        .job_id(42)
+        .attempt(3)
+        .state(Limits { max_rows: 10 });
+    third.run(import("flaky.csv", 1)).await.unwrap();
+    assert_eq!(third.enqueued::<Notify>().len(), 1);
+}
+
+#[tokio::test]
+async fn a_missing_state_value_is_the_handlers_error() {
+    let err = TestContext::new()
+        .run(import("a.csv", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.message(), "no limits");
+}
+
+#[tokio::test]
+async fn the_cancellation_switch_fires_before_or_during_a_run() {
+    let ctx = TestContext::new().state(Limits { max_rows: 10 });
+    ctx.cancel();
+    let err = ctx.run(import("a.csv", 3)).await.unwrap_err();
+    assert_eq!(err.message(), "cancelled");
+    assert!(ctx.progress().is_empty());
+
+    let ctx = TestContext::new();
+    let switch = ctx.cancel_switch();
+    let (result, ()) = tokio::join!(ctx.run(Wait), async move {
+        tokio::task::yield_now().await;
+        switch.cancel();
+    });
+    assert_eq!(
+        result.unwrap_err().action(),
+        TaskAction::Snooze(Duration::from_secs(60))
+    );
+}
