@@ -17,6 +17,18 @@ use crate::task::Task;
 use crate::watch::JobWatch;
 
 /// The connections a pool made by [`Client::connect`] keeps at most.
+///
+/// For a larger pool, build it yourself and hand it to [`Client::new`]:
+///
+/// ```no_run
+/// # async fn example() -> pgq_core::Result<()> {
+/// let pool = sqlx::postgres::PgPoolOptions::new()
+///     .max_connections(4 * pgq_core::DEFAULT_MAX_CONNECTIONS)
+///     .connect("postgres://postgres@127.0.0.1/app")
+///     .await?;
+/// let client = pgq_core::Client::new(pool);
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 
 /// pgq's handle on a database: enqueues tasks and reads jobs. Cheap to clone.
@@ -43,6 +55,14 @@ pub struct Client {
 
 impl Client {
     /// Connects a new pool of up to [`DEFAULT_MAX_CONNECTIONS`] connections.
+    ///
+    /// ```no_run
+    /// # async fn example() -> pgq_core::Result<()> {
+    /// let url = std::env::var("DATABASE_URL").unwrap_or("postgres://postgres@127.0.0.1/app".into());
+    /// let client = pgq_core::Client::connect(&url).await?;
+    /// client.migrate().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(url: &str) -> Result<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(DEFAULT_MAX_CONNECTIONS)
@@ -51,7 +71,14 @@ impl Client {
         Ok(Self::new(pool))
     }
 
-    /// Uses an existing pool.
+    /// Uses an existing pool: the application's own, so that pgq shares its connections.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), sqlx::Error> {
+    /// let pool = sqlx::PgPool::connect("postgres://postgres@127.0.0.1/app").await?;
+    /// let client = pgq_core::Client::new(pool.clone());
+    /// # Ok(()) }
+    /// ```
     pub fn new(pool: PgPool) -> Self {
         Self {
             pool,
@@ -59,28 +86,75 @@ impl Client {
         }
     }
 
-    /// Refuses payloads larger than `bytes` of JSON (default 256 KiB).
+    /// Refuses payloads larger than `bytes` of JSON (default 256 KiB) with
+    /// [`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge), before anything reaches the
+    /// database.
+    ///
+    /// ```no_run
+    /// # async fn example(pool: sqlx::PgPool) {
+    /// // Tasks carry ids, not documents: refuse anything over 4 KiB.
+    /// let client = pgq_core::Client::new(pool).with_max_payload_bytes(4 * 1024);
+    /// # }
+    /// ```
     pub fn with_max_payload_bytes(mut self, bytes: usize) -> Self {
         self.max_payload_bytes = bytes;
         self
     }
 
-    /// The pool the client runs on.
+    /// The pool the client runs on, for transactions that enqueue with
+    /// [`enqueue_in`](Self::enqueue_in).
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let mut tx = client.pool().begin().await?;
+    /// sqlx::query("UPDATE accounts SET plan = 'pro' WHERE id = 7").execute(&mut *tx).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
 
-    /// Creates or updates pgq's schema; see [`migrate`](crate::migrate).
+    /// Creates or updates pgq's schema; see [`migrate`](crate::migrate). Safe on every start.
+    ///
+    /// ```no_run
+    /// # async fn example() -> pgq_core::Result<()> {
+    /// let client = pgq_core::Client::connect("postgres://postgres@127.0.0.1/app").await?;
+    /// client.migrate().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn migrate(&self) -> Result<()> {
         crate::migrate(&self.pool).await
     }
 
     /// Enqueues a task with its `#[task(...)]` settings.
+    ///
+    /// When the task has a unique key held by an active job, nothing is inserted and the
+    /// result is [`Enqueued::Duplicate`] with that job's id.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{Client, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// let enqueued = client.enqueue(SendWelcome { user_id: 7 }).await?;
+    /// println!("job {} (duplicate: {})", enqueued.id(), enqueued.is_duplicate());
+    /// # Ok(()) }
+    /// ```
     pub async fn enqueue<T: Task>(&self, task: T) -> Result<Enqueued> {
         self.enqueue_with(task, EnqueueOptions::default()).await
     }
 
     /// Enqueues a task with per-job overrides.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use pgq_core::{Client, EnqueueOptions, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendReminder { user_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// let options = EnqueueOptions::default().delay(Duration::from_secs(3600)).priority(30);
+    /// client.enqueue_with(SendReminder { user_id: 7 }, options).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn enqueue_with<T: Task>(
         &self,
         task: T,
@@ -117,6 +191,19 @@ impl Client {
     }
 
     /// [`enqueue_in`](Self::enqueue_in) with per-job overrides.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use pgq_core::{Client, EnqueueOptions, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct AskForReview { order_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// let mut tx = client.pool().begin().await?;
+    /// sqlx::query("UPDATE orders SET delivered = true WHERE id = 42").execute(&mut *tx).await?;
+    /// let in_a_week = EnqueueOptions::default().delay(Duration::from_secs(7 * 24 * 3600));
+    /// client.enqueue_in_with(&mut tx, AskForReview { order_id: 42 }, in_a_week).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn enqueue_in_with<T: Task>(
         &self,
         conn: &mut PgConnection,
@@ -137,6 +224,18 @@ impl Client {
 
     /// Enqueues many tasks of one type in one statement, honouring unique keys (also between
     /// tasks of the same batch). Returns one outcome per task, in order.
+    ///
+    /// The batch is checked before anything is written: one task over the payload limit
+    /// refuses the whole batch.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{Client, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Reindex { document_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// let outcomes = client.enqueue_many((1..=10_000).map(|document_id| Reindex { document_id })).await?;
+    /// assert_eq!(outcomes.len(), 10_000);
+    /// # Ok(()) }
+    /// ```
     pub async fn enqueue_many<T: Task>(
         &self,
         tasks: impl IntoIterator<Item = T>,
@@ -157,11 +256,28 @@ impl Client {
     }
 
     /// The job with this id, or `None` if there is none (never enqueued, or deleted).
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+    /// if let Some(job) = client.job(id).await? {
+    ///     println!("job {} is {} after {} attempts", job.id, job.status, job.attempts);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn job(&self, id: JobId) -> Result<Option<Job>> {
         store::job::find(&self.pool, id).await
     }
 
-    /// Follows a job's progress live until it finishes.
+    /// Follows a job's progress live until it finishes; see [`JobWatch`].
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+    /// let mut watch = client.watch(id).await?;
+    /// while let Some(job) = watch.next().await? {
+    ///     println!("{} {}%", job.status, job.progress);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn watch(&self, id: JobId) -> Result<JobWatch> {
         JobWatch::start(self.clone(), id).await
     }
@@ -170,35 +286,95 @@ impl Client {
     /// `ctx.cancelled()` (it ends `cancelled` when the handler returns). A finished job is an
     /// [`Error::JobState`](crate::Error::JobState), a missing one
     /// [`Error::JobNotFound`](crate::Error::JobNotFound).
+    ///
+    /// ```no_run
+    /// # use pgq_core::Cancellation;
+    /// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+    /// match client.cancel(id).await? {
+    ///     Cancellation::Cancelled => println!("job {id} will not run"),
+    ///     Cancellation::Requested => println!("job {id} is running; its handler was told to stop"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn cancel(&self, id: JobId) -> Result<Cancellation> {
         store::control::cancel(&self.pool, id).await
     }
 
     /// Runs a failed or cancelled job again: back to `pending`, due now, with at least one
     /// attempt left.
+    ///
+    /// Any other status is an [`Error::JobState`](crate::Error::JobState); when another
+    /// active job now holds the job's unique key, [`Error::UniqueKeyHeld`](crate::Error::UniqueKeyHeld).
+    ///
+    /// ```no_run
+    /// # use pgq_core::JobStatus;
+    /// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+    /// let job = client.job(id).await?.expect("kept after failing");
+    /// if job.status == JobStatus::Failed {
+    ///     println!("retrying job {id}, which failed with {:?}", job.last_error);
+    ///     client.retry(id).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn retry(&self, id: JobId) -> Result<()> {
         store::control::retry(&self.pool, id).await
     }
 
     /// Returns every job the given worker holds to `pending` without spending their attempts:
     /// for operators who know that worker is gone. Returns the released ids.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// // The host running this worker was shut down; don't wait for its leases to run out.
+    /// let released = client.release_worker("web-3:4121:a1b2c3").await?;
+    /// println!("released {} jobs", released.len());
+    /// # Ok(()) }
+    /// ```
     pub async fn release_worker(&self, worker_id: &str) -> Result<Vec<JobId>> {
         store::attempt::release_worker(&self.pool, worker_id).await
     }
 
     /// Rescues every job whose lease expired now, as each worker's rescuer does periodically.
     /// Returns the rescued ids.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let rescued = client.rescue_expired().await?;
+    /// println!("rescued {} jobs: {rescued:?}", rescued.len());
+    /// # Ok(()) }
+    /// ```
     pub async fn rescue_expired(&self) -> Result<Vec<JobId>> {
         rescuer::run_once(&self.pool).await
     }
 
     /// Deletes finished jobs past `retention`, as each worker's cleaner does periodically.
-    /// `None` when another process is cleaning at this moment.
+    /// Returns how many jobs it deleted, or `None` when another process is cleaning at this
+    /// moment.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use pgq_core::Retention;
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let retention = Retention { completed: Duration::from_secs(3600), ..Retention::default() };
+    /// if let Some(deleted) = client.delete_finished(retention).await? {
+    ///     println!("deleted {deleted} finished jobs");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn delete_finished(&self, retention: Retention) -> Result<Option<u64>> {
         cleaner::run_once(&self.pool, retention).await
     }
 
-    /// Per-queue counts by status, lag, and recent failures.
+    /// Per-queue counts by status, lag, and recent failures; one [`QueueStats`] per queue that
+    /// has jobs, ordered by queue name.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// for queue in client.stats().await? {
+    ///     println!("{}: {} due, {} running, lag {:?}", queue.queue, queue.due, queue.running, queue.oldest_due_age);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn stats(&self) -> Result<Vec<QueueStats>> {
         store::maintenance::stats(&self.pool).await
     }

@@ -46,8 +46,8 @@ impl Handler for Fenced {
     }
 }
 
-/// Writes a business row and completes in the same transaction; attempt 1 first waits, like
-/// `Fenced`, until its lease is lost.
+/// Writes a business row and completes in the same transaction; after losing its lease, it
+/// first waits for the test to hand the job to the rescuer.
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "complete-in", lease = "1s")]
 struct Ship {
@@ -66,7 +66,8 @@ enum Then {
 impl Handler for Ship {
     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
         if matches!(self.then, Then::AfterLosingLease) {
-            ctx.cancelled().await;
+            let gate = ctx.state::<Arc<Semaphore>>().unwrap();
+            gate.acquire().await.unwrap().forget();
         }
         let pool = ctx.state::<PgPool>().unwrap();
         let mut tx = pool.begin().await?;
@@ -161,9 +162,11 @@ async fn ship(db: &TestDatabase, then: Then) -> (pgq_core::JobId, JobOutcome, i6
         .unwrap();
     let client = db.client();
     let id = client.enqueue(Ship { order: 7, then }).await.unwrap().id();
+    let gate = Arc::new(Semaphore::new(0));
     let worker = Worker::builder(client)
         .queue("complete-in", 1)
         .state(db.pool().clone())
+        .state(gate.clone())
         .build()
         .unwrap();
     let mut events = worker.events();
@@ -172,6 +175,7 @@ async fn ship(db: &TestDatabase, then: Then) -> (pgq_core::JobId, JobOutcome, i6
         support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
         // Backing off after the rescue, so no second attempt starts during the test.
         expire_and_rescue(db, id, false).await;
+        gate.add_permits(1);
     }
     let (outcome, _) = support::finished(&mut events, id).await;
     handle.shutdown().await.unwrap();
