@@ -117,8 +117,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn run(s: &Settings, options: PgConnectOptions) -> Result<(), Box<dyn std::error::Error>> {
+    // A pool as `Client::connect` makes one: no ping before each use.
     let pool = PgPoolOptions::new()
         .max_connections(20)
+        .test_before_acquire(false)
         .connect_with(options)
         .await?;
     let client = Client::new(pool.clone());

@@ -7,6 +7,7 @@ pub(crate) mod job;
 pub(crate) mod lease;
 pub(crate) mod maintenance;
 pub(crate) mod progress;
+pub(crate) mod tick;
 
 /// The channel enqueues notify, with the queue name as payload, so idle workers wake up.
 pub(crate) const INSERT_CHANNEL: &str = "pgq_insert";

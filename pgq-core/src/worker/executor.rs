@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::oneshot;
 use tokio::task::JoinError;
 
 use crate::attempt::{AttemptState, Backend};
@@ -11,16 +11,19 @@ use crate::context::JobContext;
 use crate::error::Result;
 use crate::store;
 use crate::store::attempt::{ClaimedJob, Failure, Fence};
+use crate::store::tick::Held;
 use crate::task_error::{TaskAction, TaskError, truncate_error};
+use crate::worker::dispatcher::{PendingCompletion, Slot};
 use crate::worker::{JobOutcome, Running, Shared, TaskEntry, WorkerEvent};
 
 /// Runs one attempt and records its outcome; returns the outcome and the attempt's error.
-/// `_slot` is held until the end, so the queue's free slots count running attempts.
+/// Under a dispatcher (`slot`), the slot frees as soon as the handler returns and a success is
+/// written by the dispatcher's next tick; without one (a drain), outcomes are written here.
 pub(crate) async fn execute(
     shared: Arc<Shared>,
     job: ClaimedJob,
     entry: TaskEntry,
-    _slot: Option<OwnedSemaphorePermit>,
+    slot: Option<Slot>,
 ) -> (JobOutcome, Option<String>) {
     let (id, attempt) = (job.id, job.attempt);
     shared.emit(WorkerEvent::JobStarted {
@@ -67,7 +70,7 @@ pub(crate) async fn execute(
     }
     state.flush().await;
 
-    let (recorded, error) = record(&shared, &state, &job.queue, result).await;
+    let (recorded, error) = record(&shared, &state, &job.queue, result, slot, entry).await;
     let outcome = match recorded {
         Ok(Some(outcome)) => outcome,
         Ok(None) => {
@@ -98,6 +101,8 @@ async fn record(
     state: &AttemptState,
     queue: &str,
     result: std::result::Result<std::result::Result<(), TaskError>, JoinError>,
+    slot: Option<Slot>,
+    entry: TaskEntry,
 ) -> Recorded {
     // The fence decides: an expired lease nobody took over still lets this attempt finish.
     let fence = state.fence().expect("a worker's attempt has a fence");
@@ -122,12 +127,7 @@ async fn record(
         );
     }
     match result {
-        Ok(Ok(())) => (
-            store::attempt::complete(&shared.pool, fence)
-                .await
-                .map(|held| held.then_some(JobOutcome::Completed)),
-            None,
-        ),
+        Ok(Ok(())) => (complete(shared, fence, slot, entry).await, None),
         Ok(Err(err)) => record_failure(shared, queue, fence, &err).await,
         Err(join) if join.is_panic() => {
             let err = TaskError::retry(format_args!(
@@ -144,6 +144,36 @@ async fn record(
             None,
         ),
     }
+}
+
+/// Completes through the dispatcher's next tick when there is one, else with a statement here.
+async fn complete(
+    shared: &Shared,
+    fence: Fence<'_>,
+    slot: Option<Slot>,
+    entry: TaskEntry,
+) -> Result<Option<JobOutcome>> {
+    let outcome = |held: bool| held.then_some(JobOutcome::Completed);
+    if let Some(Slot { queue, permit }) = slot {
+        let (done, written) = oneshot::channel();
+        queue.push_completion(PendingCompletion {
+            held: Held {
+                id: fence.id,
+                attempt: fence.attempt,
+                lease_ms: entry.lease_ms,
+            },
+            done,
+        });
+        // The handler is done: its slot can take the next job while the completion is written.
+        drop(permit);
+        queue.completed.notify_one();
+        if let Ok(held) = written.await {
+            return Ok(outcome(held));
+        }
+    }
+    store::attempt::complete(&shared.pool, fence)
+        .await
+        .map(outcome)
 }
 
 async fn record_failure(

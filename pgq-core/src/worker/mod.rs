@@ -1,14 +1,15 @@
 //! The worker runtime: claims jobs of its queues and runs them through their typed handlers.
 //!
-//! One fetcher per queue claims batches into free slots; one listener connection wakes the
-//! fetchers on NOTIFY, with polling as the backstop; each job runs as its own task, and its
-//! outcome is written back fenced on (id, attempt, worker).
+//! One dispatcher per queue claims batches into free slots, starts them and writes their
+//! completions, one statement per round trip; one listener connection wakes the dispatchers on
+//! NOTIFY, with polling as the backstop; each job runs as its own task, and every outcome is
+//! written fenced on (id, attempt, worker).
 
 mod builder;
+mod dispatcher;
 mod drain;
 mod event;
 mod executor;
-mod fetcher;
 mod listener;
 mod renewer;
 mod signal;
@@ -20,6 +21,8 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{Notify, Semaphore, broadcast, watch};
+
+use dispatcher::PendingCompletion;
 use tokio::task::{AbortHandle, JoinHandle};
 
 pub(crate) use builder::WorkerConfig;
@@ -103,13 +106,57 @@ pub(crate) struct Running {
     pub(crate) abort: Option<AbortHandle>,
 }
 
-/// One queue's free slots and its wake-up signal.
+/// One queue's free slots, its wake-up signal, and the completions waiting for a tick.
 #[derive(Debug)]
 pub(crate) struct QueueSlots {
     pub(crate) name: String,
     pub(crate) concurrency: usize,
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) wake: Notify,
+    completions: Mutex<Vec<PendingCompletion>>,
+    /// Signalled when a completion is waiting.
+    pub(crate) completed: Notify,
+}
+
+impl QueueSlots {
+    fn new(name: String, concurrency: usize) -> Self {
+        Self {
+            name,
+            concurrency,
+            slots: Arc::new(Semaphore::new(concurrency)),
+            wake: Notify::new(),
+            completions: Mutex::new(Vec::new()),
+            completed: Notify::new(),
+        }
+    }
+
+    pub(crate) fn push_completion(&self, completion: PendingCompletion) {
+        if let Ok(mut completions) = self.completions.lock() {
+            completions.push(completion);
+        }
+        self.completed.notify_one();
+    }
+
+    pub(crate) fn take_completions(&self) -> Vec<PendingCompletion> {
+        self.completions
+            .lock()
+            .map(|mut completions| std::mem::take(&mut *completions))
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn return_completions(&self, mut returned: Vec<PendingCompletion>) {
+        if let Ok(mut completions) = self.completions.lock() {
+            returned.append(&mut completions);
+            *completions = returned;
+        }
+    }
+
+    pub(crate) fn completions_empty(&self) -> bool {
+        self.completions
+            .lock()
+            .map(|c| c.is_empty())
+            .unwrap_or(true)
+    }
 }
 
 impl Shared {
@@ -157,19 +204,13 @@ impl Worker {
         let queues = config
             .queues
             .iter()
-            .map(|(name, &concurrency)| {
-                Arc::new(QueueSlots {
-                    name: name.clone(),
-                    concurrency,
-                    slots: Arc::new(Semaphore::new(concurrency)),
-                    wake: Notify::new(),
-                })
-            })
+            .map(|(name, &concurrency)| Arc::new(QueueSlots::new(name.clone(), concurrency)))
             .collect();
         let mut task_names: Vec<_> = handlers.keys().copied().collect();
         task_names.sort_unstable();
         let upkeep_pool = PgPoolOptions::new()
             .max_connections(UPKEEP_CONNECTIONS)
+            .test_before_acquire(false)
             .connect_lazy_with(client.pool().connect_options().as_ref().clone());
         let shared = Arc::new(Shared {
             pool: client.pool().clone(),
@@ -285,18 +326,20 @@ async fn supervise(shared: Arc<Shared>) {
         shared.config.cleaner.clone(),
         shared.stopping.clone(),
     ));
-    let fetchers: Vec<_> = shared
+    let dispatchers: Vec<_> = shared
         .queues
         .iter()
-        .map(|queue| tokio::spawn(fetcher::fetch(shared.clone(), queue.clone())))
+        .map(|queue| tokio::spawn(dispatcher::dispatch(shared.clone(), queue.clone())))
         .collect();
+    let mut dispatchers = futures_util::future::join_all(dispatchers);
 
     let mut stopping = shared.stopping.clone();
     let _ = stopping.wait_for(|stop| *stop).await;
-    for fetcher in fetchers {
-        let _ = fetcher.await;
-    }
-    if !all_slots_free(&shared, shared.config.shutdown_grace).await {
+    // Dispatchers stop claiming and return once every running job has finished and been written.
+    if tokio::time::timeout(shared.config.shutdown_grace, &mut dispatchers)
+        .await
+        .is_err()
+    {
         let running: Vec<AbortHandle> = shared
             .running
             .lock()
@@ -306,7 +349,7 @@ async fn supervise(shared: Arc<Shared>) {
             handler.abort();
         }
         // Executors see the abort and release their jobs; give them time to write that.
-        all_slots_free(&shared, Duration::from_secs(10)).await;
+        let _ = tokio::time::timeout(RELEASE_TIME, &mut dispatchers).await;
     }
     // Anything still held (an unwritten release) goes back to pending too.
     if let Err(err) = store::attempt::release_worker(&shared.pool, shared.worker_id()).await {
@@ -319,14 +362,6 @@ async fn supervise(shared: Arc<Shared>) {
     shared.upkeep_pool.close().await;
 }
 
-/// Waits until every queue has all its slots back, at most `limit`.
-async fn all_slots_free(shared: &Shared, limit: Duration) -> bool {
-    let all = async {
-        for queue in &shared.queues {
-            let wanted = u32::try_from(queue.concurrency).unwrap_or(u32::MAX);
-            // Fetchers have stopped, so the permits go straight back.
-            let _ = queue.slots.acquire_many(wanted).await;
-        }
-    };
-    tokio::time::timeout(limit, all).await.is_ok()
-}
+/// How long shutdown waits, after aborting handlers past the grace period, for their jobs to be
+/// released.
+const RELEASE_TIME: Duration = Duration::from_secs(10);

@@ -1,0 +1,147 @@
+//! The dispatcher's one statement per round trip: complete the attempts that finished, start the
+//! jobs claimed last time, and claim into the free slots. Three updates of distinct rows in one
+//! transaction, each fenced on (id, attempt, worker): the database's cost per job is the row
+//! versions, and the statement's fixed cost is shared by the whole batch.
+
+use serde_json::value::RawValue;
+use sqlx::types::Json;
+use sqlx::{PgPool, Row};
+
+use crate::error::Result;
+use crate::job_id::JobId;
+use crate::store::attempt::ClaimedJob;
+
+const TICK: &str = "
+WITH completed AS (
+    UPDATE pgq.jobs AS job
+    SET status = 'completed', progress = 100, completed_at = now(), lease_expires_at = NULL,
+        updated_at = now()
+    FROM unnest($1::bigint[], $2::int[]) AS done(id, attempt)
+    WHERE job.id = done.id AND job.attempts = done.attempt AND job.worker_id = $3
+      AND job.status = 'running'
+    RETURNING job.id
+),
+started AS (
+    UPDATE pgq.jobs AS job
+    SET status = 'running', started_at = now(), updated_at = now(),
+        lease_expires_at = now() + held.lease_ms * interval '1 millisecond'
+    FROM unnest($4::bigint[], $5::int[], $6::bigint[]) AS held(id, attempt, lease_ms)
+    WHERE job.id = held.id AND job.attempts = held.attempt AND job.worker_id = $3
+      AND job.status = 'claimed'
+    RETURNING job.id
+),
+next AS (
+    SELECT id FROM pgq.jobs
+    WHERE status = 'pending' AND queue = $7 AND run_at <= now() AND task = ANY($8)
+    ORDER BY priority DESC, run_at, id
+    LIMIT $9
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE pgq.jobs AS job
+    SET status = 'claimed', attempts = job.attempts + 1, worker_id = $3, claimed_at = now(),
+        lease_expires_at = now() + $10 * interval '1 millisecond', updated_at = now()
+    FROM next
+    WHERE job.id = next.id
+    RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key,
+              job.priority, job.run_at
+)
+SELECT 'completed' AS step, id, NULL::text AS task, NULL::text AS queue, NULL::jsonb AS payload,
+       NULL::int AS attempts, NULL::text AS unique_key, NULL::smallint AS priority,
+       NULL::timestamptz AS run_at
+FROM completed
+UNION ALL
+SELECT 'started', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM started
+UNION ALL
+SELECT 'claimed', id, task, queue, payload, attempts, unique_key, priority, run_at FROM claimed";
+
+/// One attempt to complete or start: its fence and, to start, its task's lease.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Held {
+    pub(crate) id: JobId,
+    pub(crate) attempt: i32,
+    pub(crate) lease_ms: i64,
+}
+
+/// What one tick asks for.
+#[derive(Debug)]
+pub(crate) struct TickRequest<'a> {
+    pub(crate) worker_id: &'a str,
+    pub(crate) complete: &'a [Held],
+    pub(crate) start: &'a [Held],
+    pub(crate) queue: &'a str,
+    pub(crate) tasks: &'a [&'static str],
+    pub(crate) claim: usize,
+    pub(crate) claim_lease_ms: i64,
+}
+
+/// What one tick did.
+#[derive(Debug, Default)]
+pub(crate) struct TickResult {
+    /// Attempts whose completion was written; the others in the request were fenced off.
+    pub(crate) completed: Vec<JobId>,
+    /// Jobs now running; the others in the request were fenced off (cancelled or rescued).
+    pub(crate) started: Vec<JobId>,
+    /// Newly claimed jobs, in claim order.
+    pub(crate) claimed: Vec<ClaimedJob>,
+}
+
+pub(crate) async fn tick(pool: &PgPool, request: &TickRequest<'_>) -> Result<TickResult> {
+    let rows = sqlx::query(TICK)
+        .bind(
+            request
+                .complete
+                .iter()
+                .map(|h| h.id.get())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            request
+                .complete
+                .iter()
+                .map(|h| h.attempt)
+                .collect::<Vec<_>>(),
+        )
+        .bind(request.worker_id)
+        .bind(request.start.iter().map(|h| h.id.get()).collect::<Vec<_>>())
+        .bind(request.start.iter().map(|h| h.attempt).collect::<Vec<_>>())
+        .bind(request.start.iter().map(|h| h.lease_ms).collect::<Vec<_>>())
+        .bind(request.queue)
+        .bind(request.tasks)
+        .bind(i64::try_from(request.claim).unwrap_or(i64::MAX))
+        .bind(request.claim_lease_ms)
+        .fetch_all(pool)
+        .await?;
+    let mut result = TickResult::default();
+    let mut claimed = Vec::new();
+    for row in &rows {
+        let id = JobId::from(row.try_get::<i64, _>("id")?);
+        match row.try_get::<&str, _>("step")? {
+            "completed" => result.completed.push(id),
+            "started" => result.started.push(id),
+            _ => {
+                let Json(payload) = row.try_get::<Json<Box<RawValue>>, _>("payload")?;
+                let order = (
+                    -row.try_get::<i16, _>("priority")?,
+                    row.try_get::<chrono::DateTime<chrono::Utc>, _>("run_at")?,
+                    id,
+                );
+                claimed.push((
+                    order,
+                    ClaimedJob {
+                        id,
+                        task: row.try_get("task")?,
+                        queue: row.try_get("queue")?,
+                        payload,
+                        attempt: row.try_get("attempts")?,
+                        unique_key: row.try_get("unique_key")?,
+                    },
+                ));
+            }
+        }
+    }
+    // RETURNING has no order: start jobs in the order they were claimed.
+    claimed.sort_by_key(|(order, _)| *order);
+    result.claimed = claimed.into_iter().map(|(_, job)| job).collect();
+    Ok(result)
+}
