@@ -1,5 +1,7 @@
 //! Inserting jobs: one, or many in one statement, honouring unique keys.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, Utc};
 use sqlx::{Acquire, PgConnection, Postgres, Row};
 
@@ -116,44 +118,44 @@ fn unique_contention(task: &'static str, key: &str) -> Error {
     }
 }
 
-/// One statement for the whole batch. Ids are drawn up front so each input row can be matched
-/// to its inserted row; a row that lost its unique key to an earlier row of the same batch or
-/// to an existing job gets that job's id.
+/// A batch without unique keys: one plain insert. `nextval` runs in input order, so the ids,
+/// sorted, line up with the input.
 const INSERT_MANY: &str = "
-WITH input AS (
-    SELECT nextval('pgq.jobs_id_seq') AS id, t.payload, t.unique_key, t.ord
-    FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(payload, unique_key, ord)
-),
-inserted AS (
+WITH inserted AS (
+    INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, payload, run_at)
+    SELECT nextval('pgq.jobs_id_seq'), $2, $3, $4, $5, t.payload::jsonb,
+           COALESCE($6, now() + $7 * interval '1 millisecond')
+    FROM unnest($1::text[]) WITH ORDINALITY AS t(payload, ord)
+    RETURNING id, run_at
+)
+SELECT id, (SELECT count(pg_notify('pgq_insert', $3)) FROM (SELECT 1 FROM inserted
+            WHERE run_at <= now() LIMIT 1) AS due) AS notified
+FROM inserted";
+
+/// Ids for a batch with unique keys, drawn up front to tell which rows were inserted.
+const DRAW_IDS: &str = "SELECT nextval('pgq.jobs_id_seq') FROM generate_series(1, $1)";
+
+/// A batch with unique keys (each key once): rows whose key an active job holds are skipped.
+const INSERT_MANY_KEYED: &str = "
+WITH inserted AS (
     INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, payload, unique_key, run_at)
-    SELECT id, $3, $4, $5, $6, payload::jsonb, unique_key,
-           COALESCE($7, now() + $8 * interval '1 millisecond')
-    FROM input
-    ORDER BY ord
+    SELECT t.id, $4, $5, $6, $7, t.payload::jsonb, t.unique_key,
+           COALESCE($8, now() + $9 * interval '1 millisecond')
+    FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(id, payload, unique_key)
     ON CONFLICT (task, unique_key)
         WHERE unique_key IS NOT NULL AND status IN ('pending', 'claimed', 'running')
         DO NOTHING
-    RETURNING id, unique_key, run_at
-),
-notified AS (
-    SELECT pg_notify('pgq_insert', $4)
-    WHERE EXISTS (SELECT 1 FROM inserted WHERE run_at <= now())
+    RETURNING id, run_at
 )
-SELECT input.ord,
-       COALESCE(own.id, same_key.id, existing.id) AS id,
-       own.id IS NOT NULL AS inserted
-FROM input
-LEFT JOIN inserted own ON own.id = input.id
-LEFT JOIN inserted same_key
-       ON own.id IS NULL AND same_key.unique_key = input.unique_key
-LEFT JOIN pgq.jobs existing
-       ON own.id IS NULL AND same_key.id IS NULL
-      AND existing.task = $3 AND existing.unique_key = input.unique_key
-      AND existing.status IN ('pending', 'claimed', 'running')
-CROSS JOIN (SELECT count(*) FROM notified) AS notify
-ORDER BY input.ord";
+SELECT id, (SELECT count(pg_notify('pgq_insert', $5)) FROM (SELECT 1 FROM inserted
+            WHERE run_at <= now() LIMIT 1) AS due) AS notified
+FROM inserted";
 
-/// Inserts many jobs of one task in one statement (a few more only when racing unique keys).
+const FIND_ACTIVE_MANY: &str = "
+SELECT unique_key, id FROM pgq.jobs
+WHERE task = $1 AND unique_key = ANY($2) AND status IN ('pending', 'claimed', 'running')";
+
+/// Inserts many jobs of one task, honouring unique keys (also between tasks of the batch).
 pub(crate) async fn insert_many<'c, A>(
     conn: A,
     job: &JobTemplate<'_>,
@@ -164,18 +166,9 @@ where
     A: Acquire<'c, Database = Postgres>,
 {
     let mut conn = conn.acquire().await?;
-    let mut results: Vec<Option<Enqueued>> = vec![None; payloads.len()];
-    let mut pending: Vec<usize> = (0..payloads.len()).collect();
-    for _ in 0..CONFLICT_ROUNDS {
-        if pending.is_empty() {
-            break;
-        }
-        let batch_payloads: Vec<&str> = pending.iter().map(|&i| payloads[i].as_str()).collect();
-        let batch_keys: Vec<Option<&str>> =
-            pending.iter().map(|&i| unique_keys[i].as_deref()).collect();
-        let rows = sqlx::query(INSERT_MANY)
-            .bind(batch_payloads)
-            .bind(batch_keys)
+    if unique_keys.iter().all(Option::is_none) {
+        let mut ids: Vec<i64> = sqlx::query_scalar(INSERT_MANY)
+            .bind(&payloads)
             .bind(job.task)
             .bind(job.queue)
             .bind(job.priority)
@@ -184,25 +177,102 @@ where
             .bind(job.delay_ms)
             .fetch_all(&mut *conn)
             .await?;
-        let mut unresolved = Vec::new();
-        for row in rows {
-            let index = pending[usize::try_from(row.try_get::<i64, _>("ord")? - 1).unwrap_or(0)];
-            match row.try_get::<Option<i64>, _>("id")? {
-                Some(id) if row.try_get("inserted")? => {
-                    results[index] = Some(Enqueued::Inserted(id.into()))
+        ids.sort_unstable();
+        return Ok(ids
+            .into_iter()
+            .map(|id| Enqueued::Inserted(id.into()))
+            .collect());
+    }
+
+    // Within the batch, the first task with a key stands for the later ones.
+    let mut first_with_key: HashMap<&str, usize> = HashMap::new();
+    let mut rows: Vec<usize> = Vec::new();
+    let mut same_as: Vec<Option<usize>> = vec![None; payloads.len()];
+    for (index, key) in unique_keys.iter().enumerate() {
+        match key {
+            Some(key) => match first_with_key.get(key.as_str()) {
+                Some(&first) => same_as[index] = Some(first),
+                None => {
+                    first_with_key.insert(key, index);
+                    rows.push(index);
                 }
-                Some(id) => results[index] = Some(Enqueued::Duplicate(id.into())),
-                // The job holding the key finished between the insert and the lookup.
-                None => unresolved.push(index),
+            },
+            None => rows.push(index),
+        }
+    }
+    let mut results: Vec<Option<Enqueued>> = vec![None; payloads.len()];
+    for _ in 0..CONFLICT_ROUNDS {
+        if rows.is_empty() {
+            break;
+        }
+        let ids: Vec<i64> = sqlx::query_scalar(DRAW_IDS)
+            .bind(rows.len() as i64)
+            .fetch_all(&mut *conn)
+            .await?;
+        let inserted: HashSet<i64> = sqlx::query_scalar::<_, i64>(INSERT_MANY_KEYED)
+            .bind(&ids)
+            .bind(
+                rows.iter()
+                    .map(|&i| payloads[i].as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                rows.iter()
+                    .map(|&i| unique_keys[i].as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(job.task)
+            .bind(job.queue)
+            .bind(job.priority)
+            .bind(job.max_attempts)
+            .bind(job.run_at)
+            .bind(job.delay_ms)
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .collect();
+        let mut skipped = Vec::new();
+        for (&index, &id) in rows.iter().zip(&ids) {
+            if inserted.contains(&id) {
+                results[index] = Some(Enqueued::Inserted(id.into()));
+            } else {
+                skipped.push(index);
             }
         }
-        pending = unresolved;
+        if skipped.is_empty() {
+            break;
+        }
+        let keys: Vec<&str> = skipped
+            .iter()
+            .filter_map(|&i| unique_keys[i].as_deref())
+            .collect();
+        let holders: HashMap<String, i64> = sqlx::query_as::<_, (String, i64)>(FIND_ACTIVE_MANY)
+            .bind(job.task)
+            .bind(&keys)
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .collect();
+        // A key whose holder finished in between is free again: insert that row next round.
+        rows = Vec::new();
+        for index in skipped {
+            let key = unique_keys[index].as_deref().unwrap_or_default();
+            match holders.get(key) {
+                Some(&id) => results[index] = Some(Enqueued::Duplicate(id.into())),
+                None => rows.push(index),
+            }
+        }
     }
-    if let Some(&index) = pending.first() {
+    if let Some(&index) = rows.first() {
         return Err(unique_contention(
             job.task,
             unique_keys[index].as_deref().unwrap_or_default(),
         ));
+    }
+    for (index, first) in same_as.iter().enumerate() {
+        if let Some(first) = first {
+            results[index] = results[*first].map(|first| Enqueued::Duplicate(first.id()));
+        }
     }
     Ok(results.into_iter().flatten().collect())
 }
