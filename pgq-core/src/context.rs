@@ -15,6 +15,23 @@ use crate::task::Task;
 
 /// The job a handler is running: its identity and attempt, application state, and the
 /// services around it — progress, cancellation, leases, completion in a transaction.
+///
+/// A worker hands one to [`Handler::handle`](crate::Handler::handle) for each attempt; in
+/// handler unit tests, `pgq_testkit::TestContext` makes one without a database.
+///
+/// ```
+/// use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+/// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Export { account_id: i64 }
+///
+/// #[async_trait]
+/// impl Handler for Export {
+///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+///         ctx.progress(0, "collecting").await;
+///         println!("export {} on attempt {}", ctx.id(), ctx.attempt());
+///         Ok(())
+///     }
+/// }
+/// ```
 #[derive(Debug)]
 pub struct JobContext {
     task: String,
@@ -42,21 +59,78 @@ impl JobContext {
     }
 
     /// The job's id.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Thumbnail { image_id: i64 }
+    /// #[async_trait]
+    /// impl Handler for Thumbnail {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         let path = format!("/tmp/thumbnail-{}.png", ctx.id());
+    ///         println!("rendering image {} to {path}", self.image_id);
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub fn id(&self) -> JobId {
         self.attempt.id
     }
 
     /// The attempt being run, starting at 1.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Fetch { url: String }
+    /// #[async_trait]
+    /// impl Handler for Fetch {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         // Ask the mirror once the primary has failed twice.
+    ///         let host = if ctx.attempt() > 2 { "mirror.example" } else { "primary.example" };
+    ///         println!("fetching {} from {host}", self.url);
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub fn attempt(&self) -> i32 {
         self.attempt.attempt
     }
 
     /// The task name stored in the row.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Serialize, Deserialize, Task)]
+    /// #[task(name = "reports.monthly")]
+    /// struct MonthlyReport { month: u32 }
+    ///
+    /// #[async_trait]
+    /// impl Handler for MonthlyReport {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         assert_eq!(ctx.task(), "reports.monthly");
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub fn task(&self) -> &str {
         &self.task
     }
 
-    /// The queue the job was claimed from.
+    /// The queue the job was claimed from: the task's, or the one
+    /// [`EnqueueOptions::queue`](crate::EnqueueOptions::queue) chose.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Resize { image_id: i64 }
+    /// #[async_trait]
+    /// impl Handler for Resize {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         let quality = if ctx.queue() == "backfill" { 60 } else { 90 };
+    ///         println!("resizing {} at quality {quality}", self.image_id);
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub fn queue(&self) -> &str {
         &self.queue
     }
@@ -64,6 +138,20 @@ impl JobContext {
     /// A key that is the same for every attempt of this job, for deduplicating side effects
     /// (payment idempotency keys, say): `<task>:<unique key>` when the job has a unique key,
     /// otherwise `pgq:job:<id>`.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Charge { invoice_id: i64 }
+    /// # async fn charge(invoice_id: i64, idempotency_key: &str) -> Result<(), std::io::Error> { Ok(()) }
+    /// #[async_trait]
+    /// impl Handler for Charge {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         // A retry after a crash sends the same key, so the provider charges once.
+    ///         charge(self.invoice_id, &ctx.idempotency_key()).await?;
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub fn idempotency_key(&self) -> String {
         match &self.unique_key {
             Some(key) => format!("{}:{key}", self.task),
@@ -121,6 +209,20 @@ impl JobContext {
 
     /// Records an event: counted in the job's `events_count` (throttled like progress) and
     /// logged with `tracing`.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Import { files: Vec<String> }
+    /// #[async_trait]
+    /// impl Handler for Import {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         for file in &self.files {
+    ///             ctx.event(&format!("imported {file}")).await;
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub async fn event(&self, message: &str) {
         tracing::info!(job = %self.id(), attempt = self.attempt(), "{message}");
         if !self.attempt.record(|r| r.events.push(message.to_owned())) {
@@ -129,6 +231,24 @@ impl JobContext {
     }
 
     /// Whether the job was cancelled, or this attempt lost its lease: either way, stop.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Backfill { ids: Vec<i64> }
+    /// # async fn reindex(id: i64) -> Result<(), std::io::Error> { Ok(()) }
+    /// #[async_trait]
+    /// impl Handler for Backfill {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         for id in self.ids {
+    ///             if ctx.is_cancelled() {
+    ///                 return Err(TaskError::fail(format_args!("stopped before {id}")));
+    ///             }
+    ///             reindex(id).await?;
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         self.attempt.is_stopped()
     }
@@ -157,12 +277,42 @@ impl JobContext {
 
     /// Whether this attempt lost its lease: another worker may be running the job, and this
     /// attempt's result will be dropped.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Render { video_id: i64 }
+    /// # async fn render(video_id: i64) {}
+    /// #[async_trait]
+    /// impl Handler for Render {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         render(self.video_id).await;
+    ///         if ctx.lease_lost() {
+    ///             println!("video {}: another worker owns this job now", self.video_id);
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub fn lease_lost(&self) -> bool {
         self.attempt.is_lease_lost()
     }
 
     /// Holds the job for at least `duration` from now, for work the handler knows is long.
     /// Fails with [`Error::LeaseLost`] when the lease already ran out.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Archive { bucket: String }
+    /// #[async_trait]
+    /// impl Handler for Archive {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         // Archiving a bucket takes up to half an hour: hold the job that long.
+    ///         ctx.extend_lease(Duration::from_secs(45 * 60)).await?;
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub async fn extend_lease(&self, duration: Duration) -> Result<()> {
         let Some(fence) = self.attempt.fence() else {
             return Ok(());
@@ -217,11 +367,39 @@ impl JobContext {
     }
 
     /// Enqueues a follow-up task (recorded instead under a test context).
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Signup { user_id: i64 }
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+    /// #[async_trait]
+    /// impl Handler for Signup {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         ctx.enqueue(SendWelcome { user_id: self.user_id }).await?;
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub async fn enqueue<T: Task>(&self, task: T) -> Result<Enqueued> {
         self.enqueue_with(task, EnqueueOptions::default()).await
     }
 
     /// Enqueues a follow-up task with options (recorded instead under a test context).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use pgq_core::{async_trait, EnqueueOptions, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct StartTrial { user_id: i64 }
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct EndTrial { user_id: i64 }
+    /// #[async_trait]
+    /// impl Handler for StartTrial {
+    ///     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+    ///         let in_two_weeks = EnqueueOptions::default().delay(Duration::from_secs(14 * 24 * 3600));
+    ///         ctx.enqueue_with(EndTrial { user_id: self.user_id }, in_two_weeks).await?;
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub async fn enqueue_with<T: Task>(
         &self,
         task: T,

@@ -4,9 +4,29 @@ use crate::job::JobStatus;
 use crate::job_id::JobId;
 
 /// A `Result` whose error is pgq's [`Error`].
+///
+/// ```no_run
+/// # use pgq_core::{Client, JobId, Task};
+/// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+/// async fn welcome(client: &Client, user_id: i64) -> pgq_core::Result<JobId> {
+///     Ok(client.enqueue(SendWelcome { user_id }).await?.id())
+/// }
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything pgq's client, registry and worker can fail with.
+///
+/// ```no_run
+/// # use pgq_core::{Client, Error, JobId};
+/// # async fn example(client: Client, id: JobId) -> pgq_core::Result<()> {
+/// match client.cancel(id).await {
+///     Ok(_) => println!("job {id} cancelled"),
+///     Err(Error::JobState { status, .. }) => println!("too late: job {id} is {status}"),
+///     Err(Error::JobNotFound(_)) => println!("no job {id}"),
+///     Err(other) => return Err(other),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -34,12 +34,46 @@ use crate::task_error::{TaskAction, TaskError};
 /// ```
 #[async_trait::async_trait]
 pub trait Handler: Task {
-    /// Runs one attempt of the job. `Ok` completes it; an error says what happens next.
+    /// Runs one attempt of the job. `Ok` completes it; an error says what happens next:
+    /// `?` on any error retries with backoff, and [`TaskError`]'s constructors choose a delay,
+    /// an immediate failure or a snooze.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct ParseFeed { body: String }
+    /// #[async_trait]
+    /// impl Handler for ParseFeed {
+    ///     async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+    ///         if self.body.is_empty() {
+    ///             return Err(TaskError::fail("empty feed")); // no retry would help
+    ///         }
+    ///         let items: u32 = self.body.trim().parse()?; // a parse error retries with backoff
+    ///         println!("{items} items");
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError>;
 
     /// The delay before retrying after failed attempt `attempt` (starting at 1), for errors
     /// that do not choose their own. `None`, the default, uses pgq's backoff: 10 s · 2^(attempt−1),
     /// capped at 1 h, with jitter, computed by the database.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct PollPartner { order_id: i64 }
+    /// #[async_trait]
+    /// impl Handler for PollPartner {
+    ///     # async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> { Ok(()) }
+    ///     // The partner's API asks for one more minute per attempt.
+    ///     fn backoff(attempt: i32) -> Option<Duration> {
+    ///         Some(Duration::from_secs(60 * attempt as u64))
+    ///     }
+    /// }
+    ///
+    /// assert_eq!(PollPartner::backoff(3), Some(Duration::from_secs(180)));
+    /// ```
     fn backoff(attempt: i32) -> Option<Duration> {
         let _ = attempt;
         None

@@ -12,6 +12,15 @@ use crate::job_id::JobId;
 ///
 /// `pending → claimed → running → completed | failed | cancelled`, and back to `pending` for
 /// a retry, a rescue or a release. The database refuses every other transition.
+///
+/// ```
+/// use pgq_core::JobStatus;
+///
+/// let status: JobStatus = "failed".parse().unwrap();
+/// assert_eq!(status, JobStatus::Failed);
+/// assert!(status.is_finished());
+/// assert_eq!(status.to_string(), "failed");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobStatus {
@@ -31,6 +40,16 @@ pub enum JobStatus {
 
 impl JobStatus {
     /// The name stored in the `status` column.
+    ///
+    /// ```no_run
+    /// # use pgq_core::JobStatus;
+    /// # async fn example(pool: sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// let failed: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = $1")
+    ///     .bind(JobStatus::Failed.as_str())
+    ///     .fetch_one(&pool)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Pending => "pending",
@@ -43,6 +62,13 @@ impl JobStatus {
     }
 
     /// Whether the job has finished: completed, failed or cancelled.
+    ///
+    /// ```
+    /// use pgq_core::JobStatus;
+    ///
+    /// assert!(JobStatus::Cancelled.is_finished());
+    /// assert!(!JobStatus::Running.is_finished());
+    /// ```
     pub fn is_finished(self) -> bool {
         matches!(
             self,
@@ -73,7 +99,17 @@ impl FromStr for JobStatus {
     }
 }
 
-/// One failed attempt, as kept in a job's bounded error history.
+/// One failed attempt, as kept in a job's bounded error history: [`Job::errors`] holds the
+/// last 10, each message cut to [`MAX_ERROR_BYTES`](crate::MAX_ERROR_BYTES).
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+/// let job = client.job(id).await?.expect("job exists");
+/// for error in &job.errors {
+///     println!("attempt {} at {}: {}", error.attempt, error.at, error.error);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptError {
     /// The attempt that failed, starting at 1.
@@ -85,6 +121,18 @@ pub struct AttemptError {
 }
 
 /// A job row, as [`Client::job`](crate::Client::job) returns it.
+///
+/// ```no_run
+/// # use pgq_core::JobStatus;
+/// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+/// let job = client.job(id).await?.expect("job exists");
+/// match job.status {
+///     JobStatus::Running => println!("{}: {}% {:?}", job.task, job.progress, job.current_stage),
+///     JobStatus::Failed => println!("{} failed: {:?}", job.task, job.last_error),
+///     status => println!("{} is {status}", job.task),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Job {

@@ -14,7 +14,16 @@ use std::fmt;
 pub struct JobId(i64);
 
 impl JobId {
-    /// The number stored in the `id` column.
+    /// The number stored in the `id` column, for your own queries.
+    ///
+    /// ```no_run
+    /// # async fn example(pool: sqlx::PgPool, id: pgq_core::JobId) -> Result<(), sqlx::Error> {
+    /// sqlx::query("UPDATE orders SET export_job = $1 WHERE id = 42")
+    ///     .bind(id.get())
+    ///     .execute(&pool)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn get(self) -> i64 {
         self.0
     }

@@ -2,7 +2,14 @@
 
 use crate::error::{Error, Result};
 
-/// The longest queue name pgq accepts, in characters.
+/// The longest queue name pgq accepts, in characters. Longer names are refused with
+/// [`Error::InvalidQueue`].
+///
+/// ```
+/// let tenant = "acme-corp";
+/// let queue = format!("reports:{tenant}");
+/// assert!(queue.len() <= pgq_core::MAX_QUEUE_LEN);
+/// ```
 pub const MAX_QUEUE_LEN: usize = 64;
 
 /// Checks that `queue` is 1 to 64 ASCII letters, digits, `_`, `-`, `.` or `:`.

@@ -11,6 +11,16 @@ use crate::task::Task;
 /// One task type, as `#[derive(Task)]` registers it.
 ///
 /// Registrations are made by the derive; read them through [`Registry`].
+///
+/// ```standalone_crate
+/// # use pgq_core::{Registry, Task};
+/// # #[derive(serde::Serialize, serde::Deserialize, Task)]
+/// # #[task(queue = "email")] struct SendWelcome { user_id: i64 }
+/// let registry = Registry::linked().unwrap();
+/// for task in registry.tasks() {
+///     println!("{} ({}) on queue {:?}", task.name(), task.type_name(), task.queue());
+/// }
+/// ```
 pub struct TaskRegistration {
     name: &'static str,
     queue: &'static str,
@@ -33,22 +43,67 @@ impl TaskRegistration {
         }
     }
 
-    /// The task name stored in job rows.
+    /// The task name stored in job rows: `#[task(name = ..)]`, or the type's name.
+    ///
+    /// ```standalone_crate
+    /// # use pgq_core::{Registry, Task};
+    /// #[derive(serde::Serialize, serde::Deserialize, Task)]
+    /// #[task(name = "billing.charge")]
+    /// struct Charge { invoice_id: i64 }
+    ///
+    /// let registry = Registry::linked().unwrap();
+    /// assert_eq!(registry.get("billing.charge").unwrap().name(), Charge::NAME);
+    /// ```
     pub fn name(&self) -> &'static str {
         self.name
     }
 
     /// The queue the task's jobs go to unless an enqueue says otherwise.
+    ///
+    /// ```standalone_crate
+    /// # use pgq_core::{Registry, Task};
+    /// #[derive(serde::Serialize, serde::Deserialize, Task)]
+    /// #[task(queue = "reports")]
+    /// struct BuildReport { month: u32 }
+    ///
+    /// let registry = Registry::linked().unwrap();
+    /// assert_eq!(registry.get("BuildReport").unwrap().queue(), "reports");
+    /// ```
     pub fn queue(&self) -> &'static str {
         self.queue
     }
 
     /// The Rust path of the type, for error messages.
+    ///
+    /// ```standalone_crate
+    /// # use pgq_core::{Registry, Task};
+    /// #[derive(serde::Serialize, serde::Deserialize, Task)]
+    /// #[task(name = "billing.charge")]
+    /// struct Charge { invoice_id: i64 }
+    ///
+    /// let registry = Registry::linked().unwrap();
+    /// assert!(registry.get("billing.charge").unwrap().type_name().ends_with("::Charge"));
+    /// ```
     pub fn type_name(&self) -> &'static str {
         self.type_name
     }
 
     /// Whether the type has a [`Handler`](crate::Handler), so that a worker can run it.
+    ///
+    /// ```standalone_crate
+    /// # use pgq_core::{async_trait, Handler, JobContext, Registry, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Resize { image_id: i64 }
+    /// # #[async_trait] impl Handler for Resize {
+    /// #     async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> { Ok(()) }
+    /// # }
+    /// // Handled by another service: this binary only enqueues it.
+    /// #[derive(serde::Serialize, serde::Deserialize, Task)]
+    /// struct Transcode { video_id: i64 }
+    ///
+    /// let registry = Registry::linked().unwrap();
+    /// assert!(registry.get("Resize").unwrap().has_handler());
+    /// assert!(!registry.get("Transcode").unwrap().has_handler());
+    /// ```
     pub fn has_handler(&self) -> bool {
         (self.run_fn)().is_some()
     }
@@ -96,6 +151,15 @@ impl Registry {
     /// Collects every task type linked into the binary.
     ///
     /// Fails with [`Error::DuplicateTaskName`] when two types register the same task name.
+    ///
+    /// ```standalone_crate
+    /// # use pgq_core::{Registry, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct BuildReport { month: u32 }
+    /// // At start-up: fail early, naming both types, if two tasks share a name.
+    /// let registry = Registry::linked().expect("task names are unique");
+    /// assert!(registry.get("SendWelcome").is_some());
+    /// ```
     pub fn linked() -> Result<Self> {
         Self::from_registrations(inventory::iter::<TaskRegistration>)
     }
@@ -117,12 +181,28 @@ impl Registry {
         Ok(Self { tasks })
     }
 
-    /// The registration of the task with this name.
+    /// The registration of the task with this name, as stored in job rows.
+    ///
+    /// ```standalone_crate
+    /// # use pgq_core::{Registry, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+    /// let registry = Registry::linked().unwrap();
+    /// assert!(registry.get("SendWelcome").is_some());
+    /// assert!(registry.get("NoSuchTask").is_none());
+    /// ```
     pub fn get(&self, name: &str) -> Option<&'static TaskRegistration> {
         self.tasks.get(name).copied()
     }
 
     /// Every registered task, ordered by name.
+    ///
+    /// ```standalone_crate
+    /// # use pgq_core::{Registry, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct BuildReport { month: u32 }
+    /// let names: Vec<&str> = Registry::linked().unwrap().tasks().map(|task| task.name()).collect();
+    /// assert_eq!(names, ["BuildReport", "SendWelcome"]);
+    /// ```
     pub fn tasks(&self) -> impl Iterator<Item = &'static TaskRegistration> + '_ {
         self.tasks.values().copied()
     }

@@ -3,6 +3,17 @@
 use std::time::Duration;
 
 /// Counts for one queue, by status, plus how far behind it is and how much it fails.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// for queue in client.stats().await? {
+///     if queue.oldest_due_age > Some(Duration::from_secs(300)) {
+///         println!("queue {} is {:?} behind ({} due)", queue.queue, queue.oldest_due_age, queue.due);
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct QueueStats {

@@ -26,6 +26,18 @@ pub struct TaskError {
 }
 
 /// What pgq does with a job whose handler returned a [`TaskError`].
+///
+/// ```
+/// # use std::time::Duration;
+/// use pgq_core::{TaskAction, TaskError};
+///
+/// let err = TaskError::snooze(Duration::from_secs(60));
+/// match err.action() {
+///     TaskAction::Snooze(delay) => println!("runs again in {delay:?}, attempt given back"),
+///     TaskAction::Fail => println!("failed for good"),
+///     other => println!("counts as a failed attempt: {other:?}"),
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TaskAction {
@@ -41,21 +53,74 @@ pub enum TaskAction {
 
 impl TaskError {
     /// Retry with the task's backoff (the default for errors).
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Ping { url: String }
+    /// # #[async_trait] impl Handler for Ping {
+    /// # async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+    /// # let status = 503;
+    /// if status >= 500 {
+    ///     return Err(TaskError::retry(format_args!("{} answered {status}", self.url)));
+    /// }
+    /// # Ok(()) } }
+    /// ```
     pub fn retry(message: impl fmt::Display) -> Self {
         Self::new(TaskAction::Retry, message)
     }
 
-    /// Retry after `delay` instead of the task's backoff.
+    /// Retry after `delay` instead of the task's backoff. The attempt still counts.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Ping { url: String }
+    /// # #[async_trait] impl Handler for Ping {
+    /// # async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+    /// # let retry_after_secs = Some(30);
+    /// // The API answered 429 with a Retry-After header.
+    /// if let Some(secs) = retry_after_secs {
+    ///     return Err(TaskError::retry_after(Duration::from_secs(secs), "rate limited"));
+    /// }
+    /// # Ok(()) } }
+    /// ```
     pub fn retry_after(delay: Duration, message: impl fmt::Display) -> Self {
         Self::new(TaskAction::RetryAfter(delay), message)
     }
 
-    /// Fail the job now, with no further attempts.
+    /// Fail the job now, with no further attempts. It is kept `failed`, with this message, for
+    /// inspection and [`Client::retry`](crate::Client::retry).
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Charge { cents: i64 }
+    /// # #[async_trait] impl Handler for Charge {
+    /// # async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+    /// if self.cents <= 0 {
+    ///     // No retry can fix a bad amount.
+    ///     return Err(TaskError::fail(format_args!("invalid amount {}", self.cents)));
+    /// }
+    /// # Ok(()) } }
+    /// ```
     pub fn fail(message: impl fmt::Display) -> Self {
         Self::new(TaskAction::Fail, message)
     }
 
-    /// Run the job again after `delay`, without counting this attempt.
+    /// Run the job again after `delay`, without counting this attempt. No error is recorded.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Publish { post_id: i64 }
+    /// # #[async_trait] impl Handler for Publish {
+    /// # async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+    /// # let in_maintenance_window = false;
+    /// if in_maintenance_window {
+    ///     // Not a failure: come back in ten minutes, attempt given back.
+    ///     return Err(TaskError::snooze(Duration::from_secs(600)));
+    /// }
+    /// # Ok(()) } }
+    /// ```
     pub fn snooze(delay: Duration) -> Self {
         Self::new(
             TaskAction::Snooze(delay),
@@ -74,18 +139,51 @@ impl TaskError {
         Self { action, ..self }
     }
 
-    /// What pgq will do with the job.
+    /// What pgq will do with the job; handler unit tests check it.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Charge { cents: i64 }
+    /// # #[async_trait] impl Handler for Charge {
+    /// #     async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+    /// #         Err(TaskError::fail(format_args!("invalid amount {}", self.cents)))
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use pgq_core::TaskAction;
+    ///
+    /// let err = pgq_testkit::TestContext::new().run(Charge { cents: -1 }).await.unwrap_err();
+    /// assert_eq!(err.action(), TaskAction::Fail);
+    /// # }
+    /// ```
     pub fn action(&self) -> TaskAction {
         self.action
     }
 
-    /// The error message recorded on the job.
+    /// The error message recorded on the job (cut to [`MAX_ERROR_BYTES`]).
+    ///
+    /// ```
+    /// use pgq_core::TaskError;
+    ///
+    /// let err: TaskError = "12x".parse::<u32>().unwrap_err().into();
+    /// assert_eq!(err.message(), "invalid digit found in string");
+    /// ```
     pub fn message(&self) -> &str {
         &self.message
     }
 }
 
-/// The most of an error message pgq stores per attempt, in bytes.
+/// The most of an error message pgq stores per attempt, in bytes. Longer messages are cut at
+/// a character boundary and end with `… (<length> bytes, truncated)`.
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+/// let job = client.job(id).await?.expect("job exists");
+/// if let Some(error) = &job.last_error {
+///     assert!(error.len() <= pgq_core::MAX_ERROR_BYTES);
+/// }
+/// # Ok(()) }
+/// ```
 pub const MAX_ERROR_BYTES: usize = 2048;
 
 /// Cuts a message to [`MAX_ERROR_BYTES`] at a character boundary, saying how long it was.

@@ -13,6 +13,13 @@ use crate::store;
 use crate::store::progress::PROGRESS_CHANNEL;
 
 /// How often a watcher re-reads the job when no notification arrives.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// // A missed notification delays a watcher's update by at most this long.
+/// assert_eq!(pgq_core::WATCH_POLL_INTERVAL, Duration::from_millis(500));
+/// ```
 pub const WATCH_POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A live view of one job, from [`Client::watch`]: each call to [`next`](Self::next) returns
@@ -49,7 +56,19 @@ impl JobWatch {
     }
 
     /// The job after its next change (the first call returns it as it is), or `None` once a
-    /// finished job has been returned.
+    /// finished job has been returned. A job deleted meanwhile is an
+    /// [`Error::JobNotFound`].
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+    /// let mut watch = client.watch(id).await?;
+    /// let mut last = None;
+    /// while let Some(job) = watch.next().await? {
+    ///     last = Some(job.status); // the final call returns the finished job, then `None`
+    /// }
+    /// println!("job {id} ended {last:?}");
+    /// # Ok(()) }
+    /// ```
     pub async fn next(&mut self) -> Result<Option<Job>> {
         if self.finished {
             return Ok(None);

@@ -57,6 +57,15 @@ pub async fn assert_enqueued<T: Task>(pool: &PgPool, predicate: impl Fn(&T) -> b
 
 /// Asserts that no pending job of task `T` matches `predicate`. On failure the message lists the
 /// matching jobs.
+///
+/// ```no_run
+/// # use pgq_core::Task;
+/// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+/// # async fn example(db: pgq_testkit::TestDatabase) {
+/// // The signup was refused, so no welcome mail may be waiting.
+/// pgq_testkit::refute_enqueued::<SendWelcome>(db.pool(), |t| t.user_id == 7).await;
+/// # }
+/// ```
 pub async fn refute_enqueued<T: Task>(pool: &PgPool, predicate: impl Fn(&T) -> bool) {
     let matching: Vec<_> = pending::<T>(pool)
         .await

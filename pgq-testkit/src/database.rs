@@ -8,6 +8,12 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgConnection, PgPool};
 
 /// The server tests use when `DATABASE_URL` is not set.
+///
+/// ```
+/// let server = std::env::var("DATABASE_URL")
+///     .unwrap_or_else(|_| pgq_testkit::DEFAULT_DATABASE_URL.to_owned());
+/// assert!(server.starts_with("postgres"));
+/// ```
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// Databases made by this process so far; part of each new name.
@@ -33,6 +39,14 @@ pub struct TestDatabase {
 
 impl TestDatabase {
     /// Creates and migrates a new database. Panics with the reason if it cannot.
+    ///
+    /// ```no_run
+    /// #[tokio::test]
+    /// async fn enqueue_works() {
+    ///     let db = pgq_testkit::TestDatabase::new().await;
+    ///     // ... use db.client() and db.pool(); the database is dropped with `db`.
+    /// }
+    /// ```
     pub async fn new() -> Self {
         let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
         let server: PgConnectOptions = url
@@ -71,27 +85,77 @@ impl TestDatabase {
     }
 
     /// A pool on the test database.
+    ///
+    /// ```no_run
+    /// # async fn example(db: pgq_testkit::TestDatabase) {
+    /// let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'pending'")
+    ///     .fetch_one(db.pool())
+    ///     .await
+    ///     .unwrap();
+    /// # }
+    /// ```
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
 
     /// A client on the test database's pool.
+    ///
+    /// ```no_run
+    /// # use pgq_core::Task;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+    /// # async fn example(db: pgq_testkit::TestDatabase) {
+    /// let id = db.client().enqueue(SendWelcome { user_id: 7 }).await.unwrap().id();
+    /// # }
+    /// ```
     pub fn client(&self) -> Client {
         Client::new(self.pool.clone())
     }
 
     /// Connection options for the test database, for pools of your own (separate workers).
+    ///
+    /// ```no_run
+    /// # async fn example(db: pgq_testkit::TestDatabase) {
+    /// // A second worker process, as it were: its own pool on the same database.
+    /// let pool = sqlx::PgPool::connect_with(db.connect_options()).await.unwrap();
+    /// let other = pgq_core::Client::new(pool);
+    /// # }
+    /// ```
     pub fn connect_options(&self) -> PgConnectOptions {
         self.server.clone().database(&self.name)
     }
 
     /// A URL of the test database, for programs the test starts (`DATABASE_URL`).
+    ///
+    /// ```no_run
+    /// # fn example(db: pgq_testkit::TestDatabase) {
+    /// let status = std::process::Command::new("target/debug/my-worker")
+    ///     .env("DATABASE_URL", db.url())
+    ///     .status()
+    ///     .unwrap();
+    /// # }
+    /// ```
     pub fn url(&self) -> String {
         self.connect_options().to_url_lossy().to_string()
     }
 
     /// Moves time forward by `duration` for every unfinished job: run times and leases come
     /// that much sooner, so delayed jobs, retries after backoff and lease expiry need no sleep.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use pgq_core::{async_trait, EnqueueOptions, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendReminder { user_id: i64 }
+    /// # #[async_trait] impl Handler for SendReminder {
+    /// #     async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> { Ok(()) }
+    /// # }
+    /// # async fn example(db: pgq_testkit::TestDatabase) {
+    /// let in_an_hour = EnqueueOptions::default().delay(Duration::from_secs(3600));
+    /// db.client().enqueue_with(SendReminder { user_id: 7 }, in_an_hour).await.unwrap();
+    /// assert!(pgq_testkit::drain(&db.client(), "default").await.is_empty());
+    /// db.advance(Duration::from_secs(3600)).await;
+    /// assert_eq!(pgq_testkit::drain(&db.client(), "default").await.len(), 1);
+    /// # }
+    /// ```
     pub async fn advance(&self, duration: Duration) {
         sqlx::query(
             "UPDATE pgq.jobs
@@ -105,7 +169,22 @@ impl TestDatabase {
         .unwrap_or_else(|err| panic!("cannot move time forward: {err}"));
     }
 
-    /// Makes one pending job due now.
+    /// Makes one pending job due now, leaving every other job's time alone.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use pgq_core::{async_trait, EnqueueOptions, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendReminder { user_id: i64 }
+    /// # #[async_trait] impl Handler for SendReminder {
+    /// #     async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> { Ok(()) }
+    /// # }
+    /// # async fn example(db: pgq_testkit::TestDatabase) {
+    /// let tomorrow = EnqueueOptions::default().delay(Duration::from_secs(86_400));
+    /// let id = db.client().enqueue_with(SendReminder { user_id: 7 }, tomorrow).await.unwrap().id();
+    /// db.make_due(id).await;
+    /// assert_eq!(pgq_testkit::drain(&db.client(), "default").await[0].id, id);
+    /// # }
+    /// ```
     pub async fn make_due(&self, id: JobId) {
         sqlx::query("UPDATE pgq.jobs SET run_at = now() WHERE id = $1 AND status = 'pending'")
             .bind(id.get())
@@ -114,7 +193,14 @@ impl TestDatabase {
             .unwrap_or_else(|err| panic!("cannot make job {id} due: {err}"));
     }
 
-    /// The database's name.
+    /// The database's name: `pgq_test_<pid>_<n>_<nanos>`, unique per test.
+    ///
+    /// ```no_run
+    /// # async fn example() {
+    /// let db = pgq_testkit::TestDatabase::new().await;
+    /// println!("this test runs in database {}", db.name());
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }

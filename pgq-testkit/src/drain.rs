@@ -17,6 +17,17 @@ pub async fn drain(client: &Client, queue: &str) -> Vec<DrainedJob> {
 }
 
 /// [`drain`] with a worker builder of your own: several queues, or handler state.
+///
+/// ```no_run
+/// # struct Billing { review_above_cents: i64 }
+/// # async fn example(db: pgq_testkit::TestDatabase) {
+/// let builder = pgq_core::Worker::builder(db.client())
+///     .queue("billing", 1)
+///     .queue("email", 1)
+///     .state(Billing { review_above_cents: 100_000 });
+/// let drained = pgq_testkit::drain_with(builder).await;
+/// # }
+/// ```
 pub async fn drain_with(builder: WorkerBuilder) -> Vec<DrainedJob> {
     builder
         .build()
