@@ -240,6 +240,7 @@ where
             }
         }
         if skipped.is_empty() {
+            rows.clear();
             break;
         }
         let keys: Vec<&str> = skipped

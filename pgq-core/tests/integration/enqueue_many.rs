@@ -106,3 +106,37 @@ async fn one_oversized_task_refuses_the_whole_batch() {
         .unwrap();
     assert_eq!(rows, 0);
 }
+
+#[tokio::test]
+async fn a_keyed_batch_without_any_duplicate_inserts_every_task() {
+    let db = TestDatabase::new().await;
+    let outcomes = db
+        .client()
+        .enqueue_many([sync("a"), sync("b"), sync("c")])
+        .await
+        .unwrap();
+    assert!(
+        outcomes.iter().all(|o| matches!(o, Enqueued::Inserted(_))),
+        "{outcomes:?}"
+    );
+}
+
+#[tokio::test]
+async fn ten_thousand_tasks_with_unique_keys_go_in_together() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let existing = client.enqueue(sync("account-7")).await.unwrap().id();
+    let outcomes = client
+        .enqueue_many((0..10_000).map(|n| sync(&format!("account-{n}"))))
+        .await
+        .unwrap();
+    assert_eq!(outcomes.len(), 10_000);
+    assert_eq!(outcomes[7], Enqueued::Duplicate(existing));
+    let inserted = outcomes.iter().filter(|o| !o.is_duplicate()).count();
+    assert_eq!(inserted, 9_999);
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.jobs")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows, 10_000);
+}

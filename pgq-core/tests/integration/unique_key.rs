@@ -155,3 +155,19 @@ async fn enqueue_in_honours_unique_keys() {
     tx.commit().await.unwrap();
     assert_eq!(again, Enqueued::Duplicate(first.id()));
 }
+
+#[tokio::test]
+async fn bulk_after_single_and_transactional_enqueues_of_the_same_task() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.enqueue(welcome(1, "1@x")).await.unwrap();
+    let mut tx = db.pool().begin().await.unwrap();
+    client.enqueue_in(&mut tx, welcome(2, "2@x")).await.unwrap();
+    tx.commit().await.unwrap();
+    let outcomes = client
+        .enqueue_many((1..10_003).map(|n| welcome(n, &format!("{n}@x"))))
+        .await
+        .unwrap();
+    assert_eq!(outcomes.iter().filter(|o| o.is_duplicate()).count(), 2);
+    assert_eq!(outcomes.len(), 10_002);
+}
