@@ -14,6 +14,20 @@ use crate::store;
 use crate::store::attempt::Fence;
 
 /// At most one progress write per attempt in this interval; the latest state always follows.
+///
+/// ```
+/// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+/// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Import { rows: u32 }
+/// # #[async_trait] impl Handler for Import {
+/// # async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+/// // A call per row is fine: at most one write per PROGRESS_THROTTLE reaches the database,
+/// // and the latest state is always written.
+/// for row in 1..=self.rows {
+///     ctx.progress((row * 100 / self.rows) as u8, "importing").await;
+/// }
+/// # Ok(()) } }
+/// assert_eq!(pgq_core::PROGRESS_THROTTLE, std::time::Duration::from_secs(1));
+/// ```
 pub const PROGRESS_THROTTLE: Duration = Duration::from_secs(1);
 
 /// Where an attempt's reports go.

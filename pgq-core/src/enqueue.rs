@@ -11,9 +11,29 @@ use crate::store::enqueue::JobTemplate;
 use crate::task::{MAX_MAX_ATTEMPTS, MAX_PRIORITY, MIN_PRIORITY, Task};
 
 /// The payload size limit of a new [`Client`](crate::Client): 256 KiB of JSON.
+///
+/// ```no_run
+/// # async fn example(pool: sqlx::PgPool) {
+/// // Reports carry their filters: allow 1 MiB instead of 256 KiB.
+/// let client = pgq_core::Client::new(pool)
+///     .with_max_payload_bytes(4 * pgq_core::DEFAULT_MAX_PAYLOAD_BYTES);
+/// # }
+/// ```
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 
 /// The longest unique key pgq stores, in bytes.
+///
+/// ```
+/// use pgq_core::{MAX_UNIQUE_KEY_BYTES, Task};
+///
+/// #[derive(serde::Serialize, serde::Deserialize, Task)]
+/// #[task(unique_key = "import:{path}")]
+/// struct Import { path: String }
+///
+/// // A longer key is refused at enqueue with Error::InvalidOption.
+/// let key = Import { path: "/data/2026/q3.csv".into() }.unique_key().unwrap();
+/// assert!(key.len() <= MAX_UNIQUE_KEY_BYTES);
+/// ```
 pub const MAX_UNIQUE_KEY_BYTES: usize = 1024;
 
 /// Per-job overrides of a task's `#[task(...)]` settings.
@@ -47,36 +67,101 @@ pub struct EnqueueOptions {
 
 impl EnqueueOptions {
     /// Runs no earlier than `time`.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{Client, EnqueueOptions, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendNewsletter { issue: u32 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// let monday_9am: chrono::DateTime<chrono::Utc> = "2026-11-23T09:00:00Z".parse().unwrap();
+    /// let options = EnqueueOptions::default().run_at(monday_9am);
+    /// client.enqueue_with(SendNewsletter { issue: 42 }, options).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn run_at(mut self, time: DateTime<Utc>) -> Self {
         self.run_at = Some(time);
         self
     }
 
     /// Runs no earlier than `delay` from now.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use pgq_core::{Client, EnqueueOptions, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct FinishSignupReminder { user_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// // In a day, by the database clock.
+    /// let tomorrow = EnqueueOptions::default().delay(Duration::from_secs(24 * 3600));
+    /// client.enqueue_with(FinishSignupReminder { user_id: 7 }, tomorrow).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = Some(delay);
         self
     }
 
     /// Overrides the priority.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{Client, EnqueueOptions, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Reindex { document_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// // A user is waiting for this one: ahead of the task's usual priority.
+    /// let urgent = EnqueueOptions::default().priority(150);
+    /// client.enqueue_with(Reindex { document_id: 7 }, urgent).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn priority(mut self, priority: i16) -> Self {
         self.priority = Some(priority);
         self
     }
 
     /// Overrides the attempt limit.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{Client, EnqueueOptions, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Import { file: String }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// // An import an operator is watching: fail at the first error instead of retrying.
+    /// let once = EnqueueOptions::default().max_attempts(1);
+    /// client.enqueue_with(Import { file: "q3.csv".into() }, once).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn max_attempts(mut self, max_attempts: i32) -> Self {
         self.max_attempts = Some(max_attempts);
         self
     }
 
     /// Overrides the queue.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{Client, EnqueueOptions, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Reindex { document_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// // Same task, run by the workers that serve "backfill".
+    /// let backfill = EnqueueOptions::default().queue("backfill");
+    /// client.enqueue_with(Reindex { document_id: 7 }, backfill).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = Some(queue.into());
         self
     }
 
     /// Replaces a still-pending job with the same unique key.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{Client, EnqueueOptions, Enqueued, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)]
+    /// # #[task(unique_key = "sync:{account_id}")] struct SyncAccount { account_id: i64, full: bool }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// // Turn a still-pending sync of this account into a full one.
+    /// let options = EnqueueOptions::default().replace();
+    /// let enqueued = client.enqueue_with(SyncAccount { account_id: 7, full: true }, options).await?;
+    /// if let Enqueued::Duplicate(id) = enqueued {
+    ///     println!("job {id} is already running; left as it is");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn replace(mut self) -> Self {
         self.replace = true;
         self
@@ -84,6 +169,19 @@ impl EnqueueOptions {
 }
 
 /// What an enqueue did.
+///
+/// ```no_run
+/// # use pgq_core::{Client, Enqueued, Task};
+/// # #[derive(serde::Serialize, serde::Deserialize, Task)]
+/// # #[task(unique_key = "welcome:{user_id}")] struct SendWelcome { user_id: i64 }
+/// # async fn example(client: Client) -> pgq_core::Result<()> {
+/// match client.enqueue(SendWelcome { user_id: 7 }).await? {
+///     Enqueued::Inserted(id) => println!("new job {id}"),
+///     Enqueued::Duplicate(id) => println!("job {id} already holds the key"),
+///     Enqueued::Replaced(id) => println!("pending job {id} was updated"),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enqueued {
     /// A new job was inserted.
@@ -96,6 +194,15 @@ pub enum Enqueued {
 
 impl Enqueued {
     /// The id of the job, new or existing.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{Client, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// let id = client.enqueue(SendWelcome { user_id: 7 }).await?.id();
+    /// let job = client.job(id).await?.expect("just enqueued");
+    /// # Ok(()) }
+    /// ```
     pub fn id(self) -> JobId {
         match self {
             Enqueued::Inserted(id) | Enqueued::Duplicate(id) | Enqueued::Replaced(id) => id,
@@ -103,6 +210,15 @@ impl Enqueued {
     }
 
     /// Whether an existing job was found instead of inserting a new one.
+    ///
+    /// ```
+    /// use pgq_core::{Enqueued, JobId};
+    ///
+    /// let id = JobId::from(42);
+    /// assert!(!Enqueued::Inserted(id).is_duplicate());
+    /// assert!(Enqueued::Duplicate(id).is_duplicate());
+    /// assert!(Enqueued::Replaced(id).is_duplicate()); // an existing job was updated
+    /// ```
     pub fn is_duplicate(self) -> bool {
         !matches!(self, Enqueued::Inserted(_))
     }

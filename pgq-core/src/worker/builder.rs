@@ -13,13 +13,40 @@ use crate::state::StateMap;
 use crate::worker::{TaskEntry, Worker};
 
 /// How long an idle worker waits between claims when no notification arrives.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// // With NOTIFY, jobs start at once; a lost notification costs at most this long.
+/// assert_eq!(pgq_core::DEFAULT_POLL_INTERVAL, Duration::from_secs(1));
+/// ```
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// How many jobs one claim statement takes at most.
+///
+/// ```
+/// assert_eq!(pgq_core::DEFAULT_BATCH_SIZE, 16);
+/// ```
 pub const DEFAULT_BATCH_SIZE: usize = 16;
 /// How long a claim holds a job before another worker may rescue it; renewed every third of it
 /// while the handler runs.
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// // Slow, blocking-prone jobs: hold each claim four times as long as the default 60 s.
+/// let worker = pgq_core::Worker::builder(client)
+///     .queue("reports", 2)
+///     .lease(4 * pgq_core::DEFAULT_LEASE)
+///     .build()?;
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// How long shutdown waits for running jobs before releasing them.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// assert_eq!(pgq_core::DEFAULT_SHUTDOWN_GRACE, Duration::from_secs(15));
+/// ```
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Configures a [`Worker`]: which queues it serves, with how many jobs at once.
@@ -80,12 +107,33 @@ impl WorkerBuilder {
     }
 
     /// How often this process looks for jobs whose lease expired (default 15 s).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("email", 16)
+    ///     .rescue_interval(Duration::from_secs(5))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn rescue_interval(mut self, interval: Duration) -> Self {
         self.rescue_interval = interval;
         self
     }
 
     /// How long finished jobs are kept (default: completed 24 h, failed and cancelled 7 days).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let month = Duration::from_secs(30 * 24 * 3600);
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("billing", 4)
+    ///     .retention(pgq_core::Retention { failed: month, ..Default::default() })
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn retention(mut self, retention: Retention) -> Self {
         self.retention = retention;
         self
@@ -93,48 +141,128 @@ impl WorkerBuilder {
 
     /// Makes `value` available to every handler through
     /// [`JobContext::state`](crate::JobContext::state), looked up by its type.
+    ///
+    /// ```no_run
+    /// # struct Mailer { api_key: String }
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let worker = pgq_core::Worker::builder(client.clone())
+    ///     .queue("email", 16)
+    ///     .state(client.pool().clone()) // ctx.state::<sqlx::PgPool>()
+    ///     .state(Mailer { api_key: std::env::var("MAIL_API_KEY").unwrap_or_default() })
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn state<S: Send + Sync + 'static>(mut self, value: S) -> Self {
         self.state.insert(value);
         self
     }
 
     /// Serves `queue`, running up to `concurrency` of its jobs at once.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("email", 16) // many short jobs
+    ///     .queue("reports", 2) // a few heavy ones
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn queue(mut self, queue: impl Into<String>, concurrency: usize) -> Self {
         self.queues.push((queue.into(), concurrency));
         self
     }
 
     /// How long to wait between claims when no notification arrives (default 1 s).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("email", 16)
+    ///     .poll_interval(Duration::from_secs(5)) // NOTIFY wakes it sooner
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
         self
     }
 
     /// How many jobs one claim takes at most (default 16); never more than free slots.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("thumbnails", 64)
+    ///     .batch_size(64) // many tiny jobs: fewer claim statements
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn batch_size(mut self, size: usize) -> Self {
         self.batch_size = size;
         self
     }
 
     /// How long a claim holds a job (default 60 s).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("reports", 2)
+    ///     .lease(Duration::from_secs(300))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
 
     /// How long shutdown lets running jobs finish before releasing them (default 15 s).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// // Kubernetes waits 30 s after SIGTERM: finish what we can in 25.
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("email", 16)
+    ///     .shutdown_grace(Duration::from_secs(25))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
         self
     }
 
     /// The id recorded on claimed jobs (default: host, process id and a random suffix).
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let pod = std::env::var("POD_NAME").unwrap_or_else(|_| "local".into());
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("email", 16)
+    ///     .worker_id(format!("{pod}:{}", std::process::id()))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.worker_id = Some(id.into());
         self
     }
 
     /// Checks the configuration and the linked task handlers.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// match pgq_core::Worker::builder(client).queue("email", 16).build() {
+    ///     Ok(worker) => worker.run().await?,
+    ///     Err(pgq_core::Error::InvalidWorker(reason)) => println!("not starting: {reason}"),
+    ///     Err(err) => return Err(err),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn build(self) -> Result<Worker> {
         if self.queues.is_empty() {
             return Err(Error::InvalidWorker("no queues configured".into()));

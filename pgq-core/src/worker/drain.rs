@@ -9,9 +9,28 @@ use crate::store;
 use crate::worker::{JobOutcome, Shared, executor};
 
 /// The most attempts one drain runs, so that a job that retries at once forever still ends it.
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// let drained = pgq_core::Worker::builder(client).queue("email", 1).build()?.drain().await?;
+/// if drained.len() == pgq_core::DRAIN_LIMIT {
+///     println!("stopped at the limit: a job keeps retrying at once");
+/// }
+/// # Ok(()) }
+/// ```
 pub const DRAIN_LIMIT: usize = 10_000;
 
 /// One attempt a drain ran.
+///
+/// ```no_run
+/// # use pgq_core::JobOutcome;
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// let drained = pgq_core::Worker::builder(client).queue("email", 1).build()?.drain().await?;
+/// for job in drained.iter().filter(|job| job.outcome != JobOutcome::Completed) {
+///     println!("{} {} attempt {}: {:?} {:?}", job.task, job.id, job.attempt, job.outcome, job.error);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DrainedJob {

@@ -3,6 +3,22 @@
 use crate::job_id::JobId;
 
 /// Something a worker did, as seen through [`WorkerHandle::events`](crate::WorkerHandle::events).
+///
+/// ```no_run
+/// # use pgq_core::WorkerEvent;
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// let worker = pgq_core::Worker::builder(client).queue("email", 16).build()?;
+/// let mut events = worker.events();
+/// let _handle = worker.start();
+/// while let Ok(event) = events.recv().await {
+///     match event {
+///         WorkerEvent::JobStarted { id, task, attempt } => println!("{task} {id}: attempt {attempt}"),
+///         WorkerEvent::JobFinished { id, outcome, error, .. } => println!("{id}: {outcome:?} {error:?}"),
+///         _ => {}
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WorkerEvent {
@@ -35,6 +51,20 @@ pub enum WorkerEvent {
 }
 
 /// How an attempt ended.
+///
+/// ```no_run
+/// # use pgq_core::{JobOutcome, WorkerEvent};
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// let worker = pgq_core::Worker::builder(client).queue("billing", 4).build()?;
+/// let mut events = worker.events();
+/// let _handle = worker.start();
+/// while let Ok(event) = events.recv().await {
+///     if let WorkerEvent::JobFinished { id, outcome: JobOutcome::Failed, error, .. } = event {
+///         println!("job {id} failed for good: {error:?}");
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JobOutcome {
@@ -59,6 +89,14 @@ pub enum JobOutcome {
 
 /// Running totals of one worker, as seen through
 /// [`WorkerHandle::stats`](crate::WorkerHandle::stats).
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// let handle = pgq_core::Worker::builder(client).queue("email", 16).build()?.start();
+/// let stats = *handle.stats().borrow();
+/// println!("{} claimed, {} completed, {} retried, {} failed", stats.claimed, stats.completed, stats.retried, stats.failed);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WorkerStats {
@@ -95,6 +133,15 @@ impl WorkerStats {
     }
 
     /// Attempts that ended, whatever their outcome.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let handle = pgq_core::Worker::builder(client).queue("email", 16).build()?.start();
+    /// // Whatever their outcome: completed, retried, failed, snoozed, released, cancelled or lost.
+    /// handle.stats().wait_for(|stats| stats.finished() >= 1_000).await.ok();
+    /// handle.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn finished(&self) -> u64 {
         self.completed
             + self.retried

@@ -63,6 +63,14 @@ pub struct Worker {
 }
 
 /// A started worker. Dropping it does not stop the worker; call [`shutdown`](Self::shutdown).
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// let handle = pgq_core::Worker::builder(client).queue("email", 16).build()?.start();
+/// tokio::signal::ctrl_c().await.ok();
+/// handle.shutdown().await?; // running jobs finish, or go back to pending
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct WorkerHandle {
     shared: Arc<Shared>,
@@ -190,6 +198,12 @@ impl Shared {
 
 impl Worker {
     /// Starts configuring a worker on the client's database.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let worker = pgq_core::Worker::builder(client).queue("email", 16).build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn builder(client: Client) -> WorkerBuilder {
         WorkerBuilder::new(client)
     }
@@ -230,16 +244,46 @@ impl Worker {
     }
 
     /// The id this worker records on the jobs it claims.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let worker = pgq_core::Worker::builder(client).queue("email", 16).build()?;
+    /// // Logged so that an operator can `Client::release_worker` it if the process dies.
+    /// println!("starting worker {}", worker.worker_id());
+    /// # Ok(()) }
+    /// ```
     pub fn worker_id(&self) -> &str {
         self.shared.worker_id()
     }
 
     /// Events from now on; subscribe before starting to see every job.
+    ///
+    /// ```no_run
+    /// # use pgq_core::WorkerEvent;
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let worker = pgq_core::Worker::builder(client).queue("email", 16).build()?;
+    /// let mut events = worker.events(); // before `start`, so no event is missed
+    /// let _handle = worker.start();
+    /// while let Ok(event) = events.recv().await {
+    ///     if let WorkerEvent::JobFinished { id, outcome, .. } = event {
+    ///         println!("job {id}: {outcome:?}");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn events(&self) -> broadcast::Receiver<WorkerEvent> {
         self.shared.events.subscribe()
     }
 
     /// Starts the worker in the background.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let handle = pgq_core::Worker::builder(client).queue("email", 16).build()?.start();
+    /// // ... serve requests, run the rest of the application ...
+    /// handle.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn start(self) -> WorkerHandle {
         let shared = self.shared.clone();
         let supervisor = tokio::spawn(supervise(self.shared));
@@ -251,6 +295,16 @@ impl Worker {
     }
 
     /// Runs until `shutdown` resolves, then shuts down gracefully.
+    ///
+    /// ```no_run
+    /// # async fn admin_endpoint(stop: tokio::sync::oneshot::Sender<()>) { let _ = stop.send(()); }
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let (stop, stopped) = tokio::sync::oneshot::channel();
+    /// tokio::spawn(admin_endpoint(stop)); // sends when an operator asks the worker to stop
+    /// let worker = pgq_core::Worker::builder(client).queue("email", 16).build()?;
+    /// worker.run_until(async { let _ = stopped.await; }).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<()> {
         let handle = self.start();
         shutdown.await;
@@ -276,6 +330,15 @@ impl Worker {
     }
 
     /// Runs until the process receives SIGINT or SIGTERM, then shuts down gracefully.
+    ///
+    /// ```no_run
+    /// #[tokio::main]
+    /// async fn main() -> pgq_core::Result<()> {
+    ///     let client = pgq_core::Client::connect("postgres://postgres@127.0.0.1/app").await?;
+    ///     let worker = pgq_core::Worker::builder(client).queue("default", 8).build()?;
+    ///     worker.run().await // until SIGINT or SIGTERM, then a graceful shutdown
+    /// }
+    /// ```
     pub async fn run(self) -> Result<()> {
         self.run_until(signal::terminate()).await
     }
@@ -283,27 +346,73 @@ impl Worker {
 
 impl WorkerHandle {
     /// The id this worker records on the jobs it claims.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let handle = pgq_core::Worker::builder(client).queue("email", 16).build()?.start();
+    /// println!("worker {} started", handle.worker_id());
+    /// # Ok(()) }
+    /// ```
     pub fn worker_id(&self) -> &str {
         self.shared.worker_id()
     }
 
     /// Events from now on: each job started and finished, listener changes.
+    ///
+    /// ```no_run
+    /// # use pgq_core::WorkerEvent;
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let handle = pgq_core::Worker::builder(client).queue("email", 16).build()?.start();
+    /// let mut events = handle.events();
+    /// tokio::spawn(async move {
+    ///     while let Ok(event) = events.recv().await {
+    ///         if event == WorkerEvent::ListenerLost {
+    ///             println!("LISTEN connection lost; polling until it is back");
+    ///         }
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
     pub fn events(&self) -> broadcast::Receiver<WorkerEvent> {
         self.shared.events.subscribe()
     }
 
     /// Running totals, updated as attempts end; `wait_for` on it to await a count.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let handle = pgq_core::Worker::builder(client).queue("email", 16).build()?.start();
+    /// handle.stats().wait_for(|stats| stats.completed >= 100).await.ok();
+    /// handle.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn stats(&self) -> watch::Receiver<WorkerStats> {
         self.shared.stats.subscribe()
     }
 
     /// Asks the worker to stop without waiting; [`shutdown`](Self::shutdown) also waits.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let handle = pgq_core::Worker::builder(client).queue("email", 16).build()?.start();
+    /// handle.stop(); // no new claims from now on; running jobs carry on
+    /// handle.shutdown().await?; // waits for them, up to the grace period
+    /// # Ok(()) }
+    /// ```
     pub fn stop(&self) {
         self.stop.send_replace(true);
     }
 
     /// Stops claiming, lets running jobs finish within the grace period, releases the rest
     /// to `pending` without spending their attempt, and returns when nothing is held.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let handle = pgq_core::Worker::builder(client).queue("email", 16).build()?.start();
+    /// // ... when the application stops:
+    /// handle.shutdown().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn shutdown(self) -> Result<()> {
         self.stop();
         self.supervisor
