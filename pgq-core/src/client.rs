@@ -1,5 +1,7 @@
 //! [`Client`]: enqueue and inspect jobs.
 
+use std::sync::Arc;
+
 use sqlx::PgConnection;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -14,6 +16,7 @@ use crate::stats::QueueStats;
 use crate::store;
 use crate::store::control::Cancellation;
 use crate::task::Task;
+use crate::wakeup::Wakeups;
 use crate::watch::JobWatch;
 
 /// The connections a pool made by [`Client::connect`] keeps at most.
@@ -51,6 +54,7 @@ pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 pub struct Client {
     pool: PgPool,
     max_payload_bytes: usize,
+    wakeups: Arc<Wakeups>,
 }
 
 impl Client {
@@ -89,6 +93,7 @@ impl Client {
         Self {
             pool,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            wakeups: Arc::default(),
         }
     }
 
@@ -168,12 +173,14 @@ impl Client {
     ) -> Result<Enqueued> {
         let template = enqueue::template::<T>(&options)?;
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
+        let wakeup = self.wakeups.enqueue(&self.pool, template.queue);
         store::enqueue::insert_one(
             &self.pool,
             &template,
             &task.payload,
             task.unique_key.as_deref(),
             options.replace,
+            wakeup.notifies(),
         )
         .await
     }
@@ -224,6 +231,7 @@ impl Client {
             &task.payload,
             task.unique_key.as_deref(),
             options.replace,
+            true,
         )
         .await
     }

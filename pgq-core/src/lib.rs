@@ -18,6 +18,7 @@ mod store;
 mod task;
 mod task_error;
 mod testing;
+mod wakeup;
 mod watch;
 mod worker;
 
@@ -44,6 +45,7 @@ pub use task::{
     MIN_PRIORITY, Task,
 };
 pub use task_error::{MAX_ERROR_BYTES, TaskAction, TaskError};
+pub use wakeup::WAKEUP_WINDOW;
 pub use watch::{JobWatch, WATCH_POLL_INTERVAL};
 pub use worker::{
     DEFAULT_BATCH_SIZE, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE, DRAIN_LIMIT,

@@ -40,7 +40,7 @@ macro_rules! insert_one {
                 RETURNING id, queue, run_at, xmax = 0 AS inserted
             )
             SELECT id, inserted,
-                   CASE WHEN run_at <= now() THEN pg_notify('pgq_insert', queue) END AS notified
+                   CASE WHEN $9 AND run_at <= now() THEN pg_notify('pgq_insert', queue) END AS notified
             FROM inserted"
         )
     };
@@ -57,13 +57,15 @@ const REPLACE_ONE: &str = insert_one!(
 const FIND_ACTIVE: &str = "SELECT id FROM pgq.jobs
     WHERE task = $1 AND unique_key = $2 AND status IN ('pending', 'claimed', 'running')";
 
-/// Inserts one job, or finds the active job holding its unique key.
+/// Inserts one job, or finds the active job holding its unique key. `notify`: whether the
+/// statement itself wakes idle workers (when due now).
 pub(crate) async fn insert_one<'c, A>(
     conn: A,
     job: &JobTemplate<'_>,
     payload: &str,
     unique_key: Option<&str>,
     replace: bool,
+    notify: bool,
 ) -> Result<Enqueued>
 where
     A: Acquire<'c, Database = Postgres>,
@@ -80,6 +82,7 @@ where
             .bind(unique_key)
             .bind(job.run_at)
             .bind(job.delay_ms)
+            .bind(notify)
             .fetch_optional(&mut *conn)
             .await?;
         if let Some(row) = row {
@@ -276,4 +279,12 @@ where
         }
     }
     Ok(results.into_iter().flatten().collect())
+}
+
+const NOTIFY: &str = "SELECT pg_notify('pgq_insert', $1)";
+
+/// Wakes idle workers of `queue` with a notification of its own.
+pub(crate) async fn notify(pool: &sqlx::PgPool, queue: &str) -> Result<()> {
+    sqlx::query(NOTIFY).bind(queue).execute(pool).await?;
+    Ok(())
 }

@@ -73,3 +73,54 @@ async fn an_idle_worker_starts_a_new_job_at_once_and_survives_a_killed_listener(
     );
     handle.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_burst_of_enqueues_shares_notifications_and_every_job_starts_at_once() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
+        .await
+        .unwrap();
+    listener.listen("pgq_insert").await.unwrap();
+    let worker = Worker::builder(client.clone())
+        .queue("wakeup", 4)
+        .poll_interval(POLL)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+
+    // 50 enqueues at once: the poll interval is an hour, so only notifications start them.
+    let enqueues: Vec<_> = (0..50)
+        .map(|n| {
+            let client = client.clone();
+            tokio::spawn(async move { client.enqueue(Wake { n }).await.unwrap().id() })
+        })
+        .collect();
+    for enqueue in enqueues {
+        enqueue.await.unwrap();
+    }
+    support::completed(&handle, 50).await;
+    handle.shutdown().await.unwrap();
+
+    sqlx::query("SELECT pg_notify('pgq_insert', 'end')")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let mut notifications = 0;
+    loop {
+        let n = tokio::time::timeout(support::LIMIT, listener.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if n.payload() == "end" {
+            break;
+        }
+        notifications += 1;
+    }
+    assert!(
+        (1..50).contains(&notifications),
+        "{notifications} notifications for 50 enqueues"
+    );
+}

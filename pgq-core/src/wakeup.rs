@@ -1,0 +1,127 @@
+//! Waking idle workers after an enqueue, at most once per queue per short window.
+//!
+//! A NOTIFY costs a good part of a single insert's time in PostgreSQL. The first enqueue of a
+//! window notifies in its own statement (leading edge); later ones in the same window skip it,
+//! and one notification goes out when the window has closed and their inserts have returned
+//! (trailing edge). So an idle worker still hears of every job, within the window, and a burst of
+//! enqueues costs one notification per window instead of one each. Enqueues inside a caller's
+//! transaction keep their own, transactional, notification.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::store;
+
+/// The window within which enqueues to one queue share a notification.
+pub const WAKEUP_WINDOW: Duration = Duration::from_millis(2);
+
+#[derive(Debug, Default)]
+pub(crate) struct Wakeups {
+    queues: Mutex<HashMap<String, QueueWakeup>>,
+    /// Signalled whenever a deferred enqueue returns.
+    settled: Notify,
+}
+
+#[derive(Debug)]
+struct QueueWakeup {
+    last: Instant,
+    trailing: bool,
+    /// Enqueues that skipped their notification and have not returned yet.
+    deferred: usize,
+}
+
+/// How an enqueue wakes workers.
+#[derive(Debug)]
+pub(crate) enum Wakeup {
+    /// Its own statement notifies.
+    Leading,
+    /// The trailing notification covers it once this guard is dropped (its insert returned).
+    Deferred { _until_returned: DeferredGuard },
+}
+
+impl Wakeup {
+    pub(crate) fn notifies(&self) -> bool {
+        matches!(self, Wakeup::Leading)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct DeferredGuard {
+    wakeups: Arc<Wakeups>,
+    queue: String,
+}
+
+impl Drop for DeferredGuard {
+    fn drop(&mut self) {
+        if let Ok(mut queues) = self.wakeups.queues.lock()
+            && let Some(state) = queues.get_mut(&self.queue)
+        {
+            state.deferred -= 1;
+        }
+        self.wakeups.settled.notify_waiters();
+    }
+}
+
+impl Wakeups {
+    /// Decides how this enqueue wakes workers; hold the result until the insert has returned.
+    pub(crate) fn enqueue(self: &Arc<Self>, pool: &PgPool, queue: &str) -> Wakeup {
+        let now = Instant::now();
+        let Ok(mut queues) = self.queues.lock() else {
+            return Wakeup::Leading;
+        };
+        let state = queues.entry(queue.to_owned()).or_insert(QueueWakeup {
+            last: now - WAKEUP_WINDOW,
+            trailing: false,
+            deferred: 0,
+        });
+        if now.duration_since(state.last) >= WAKEUP_WINDOW && !state.trailing {
+            state.last = now;
+            return Wakeup::Leading;
+        }
+        state.deferred += 1;
+        if !state.trailing {
+            state.trailing = true;
+            let fire_at = state.last + WAKEUP_WINDOW;
+            let (wakeups, pool, queue) = (self.clone(), pool.clone(), queue.to_owned());
+            tokio::spawn(async move { wakeups.trailing(fire_at, &pool, &queue).await });
+        }
+        Wakeup::Deferred {
+            _until_returned: DeferredGuard {
+                wakeups: self.clone(),
+                queue: queue.to_owned(),
+            },
+        }
+    }
+
+    /// After the window, once every deferred insert has returned, notifies once.
+    async fn trailing(&self, fire_at: Instant, pool: &PgPool, queue: &str) {
+        tokio::time::sleep_until(fire_at).await;
+        loop {
+            let settled = self.settled.notified();
+            let pending = self
+                .queues
+                .lock()
+                .map(|queues| queues.get(queue).map_or(0, |q| q.deferred))
+                .unwrap_or(0);
+            if pending == 0 {
+                break;
+            }
+            settled.await;
+        }
+        if let Ok(mut queues) = self.queues.lock()
+            && let Some(state) = queues.get_mut(queue)
+        {
+            state.trailing = false;
+            state.last = Instant::now();
+        }
+        if let Err(err) = store::enqueue::notify(pool, queue).await {
+            // Workers still poll: this costs latency, never a job.
+            tracing::warn!(queue, error = %err, "could not notify workers");
+        }
+    }
+}
