@@ -52,6 +52,7 @@ struct Settings {
     concurrency: usize,
     latency: u64,
     latency_gap: Duration,
+    completed: u64,
 }
 
 fn settings() -> Settings {
@@ -62,6 +63,7 @@ fn settings() -> Settings {
         concurrency: 16,
         latency: 200,
         latency_gap: Duration::from_millis(20),
+        completed: 1_000_000,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -77,6 +79,7 @@ fn settings() -> Settings {
             "--concurrency" => s.concurrency = value() as usize,
             "--latency" => s.latency = value(),
             "--latency-gap-ms" => s.latency_gap = Duration::from_millis(value()),
+            "--completed" => s.completed = value(),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -93,6 +96,66 @@ fn peak_rss_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+async fn enqueue_bulk(client: &Client, count: u64, batch: u64) -> Result<(), pgq_core::Error> {
+    let mut next = 0;
+    while next < count {
+        let end = (next + batch).min(count);
+        client.enqueue_many((next..end).map(|n| Noop { n })).await?;
+        next = end;
+    }
+    Ok(())
+}
+
+/// Runs one worker until `total` jobs are completed; checks the table and returns the time.
+async fn drain(
+    client: &Client,
+    concurrency: usize,
+    total: u64,
+) -> Result<Duration, Box<dyn std::error::Error>> {
+    let before: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
+        .fetch_one(client.pool())
+        .await?;
+    let worker = Worker::builder(client.clone())
+        .queue("bench", concurrency)
+        .build()?;
+    let started = Instant::now();
+    let handle = worker.start();
+    handle.stats().wait_for(|st| st.completed >= total).await?;
+    let elapsed = started.elapsed();
+    handle.shutdown().await?;
+    let after: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
+        .fetch_one(client.pool())
+        .await?;
+    assert_eq!((after - before) as u64, total, "every job completed in the table");
+    Ok(elapsed)
+}
+
+/// Fills the table with `count` completed jobs, as a busy queue's history looks, then vacuums
+/// it as autovacuum would have. Inserted directly (the insert guard is lifted meanwhile): the
+/// point is the table's size, not how the rows got there.
+async fn add_completed_rows(pool: &sqlx::PgPool, count: u64) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::raw_sql("ALTER TABLE pgq.jobs DISABLE TRIGGER jobs_guard_insert")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO pgq.jobs (task, queue, payload, status, attempts, worker_id, claimed_at,
+                               started_at, completed_at, progress)
+         SELECT 'Noop', 'bench', jsonb_build_object('n', g), 'completed', 1, 'history',
+                now(), now(), now(), 100
+         FROM generate_series(1, $1) AS g",
+    )
+    .bind(count as i64)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::raw_sql("ALTER TABLE pgq.jobs ENABLE TRIGGER jobs_guard_insert")
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    sqlx::raw_sql("VACUUM ANALYZE pgq.jobs").execute(pool).await?;
+    Ok(())
 }
 
 #[tokio::main]
@@ -136,33 +199,26 @@ async fn run(s: &Settings, options: PgConnectOptions) -> Result<(), Box<dyn std:
     );
 
     let started = Instant::now();
-    let mut next = 0;
-    while next < s.bulk {
-        let end = (next + s.bulk_batch).min(s.bulk);
-        client.enqueue_many((next..end).map(|n| Noop { n })).await?;
-        next = end;
-    }
+    enqueue_bulk(&client, s.bulk, s.bulk_batch).await?;
     println!(
         "enqueue_bulk_per_s {:.0}",
         per_second(s.bulk, started.elapsed())
     );
 
     let total = s.single + s.bulk;
-    let worker = Worker::builder(client.clone())
-        .queue("bench", s.concurrency)
-        .build()?;
-    let started = Instant::now();
-    let handle = worker.start();
-    let mut stats = handle.stats();
-    stats.wait_for(|st| st.completed >= total).await?;
-    let elapsed = started.elapsed();
-    handle.shutdown().await?;
-    let completed: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
-            .fetch_one(&pool)
-            .await?;
-    assert_eq!(completed as u64, total, "every job completed in the table");
+    let elapsed = drain(&client, s.concurrency, total).await?;
     println!("drain_per_s {:.0}", per_second(total, elapsed));
+
+    if s.completed > 0 {
+        add_completed_rows(&pool, s.completed).await?;
+        enqueue_bulk(&client, total, s.bulk_batch).await?;
+        let elapsed = drain(&client, s.concurrency, total).await?;
+        println!(
+            "drain_with_{}_completed_per_s {:.0}",
+            s.completed,
+            per_second(total, elapsed)
+        );
+    }
 
     let starts: Starts = Arc::default();
     let worker = Worker::builder(client.clone())
