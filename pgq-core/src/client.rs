@@ -1,6 +1,7 @@
 //! [`Client`]: enqueue and inspect jobs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::PgConnection;
 use sqlx::PgPool;
@@ -109,6 +110,21 @@ impl Client {
     /// ```
     pub fn with_max_payload_bytes(mut self, bytes: usize) -> Self {
         self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Enqueues to one queue within `window` share one notification to idle workers (default
+    /// [`WAKEUP_WINDOW`](crate::WAKEUP_WINDOW), 2 ms): a wider window sends fewer NOTIFYs under
+    /// bursts, at up to that much more wake-up latency for the jobs after the first.
+    ///
+    /// ```no_run
+    /// # async fn example(pool: sqlx::PgPool) {
+    /// use std::time::Duration;
+    /// let client = pgq_core::Client::new(pool).with_wakeup_window(Duration::from_millis(10));
+    /// # }
+    /// ```
+    pub fn with_wakeup_window(mut self, window: Duration) -> Self {
+        self.wakeups = Arc::new(Wakeups::new(window));
         self
     }
 

@@ -20,16 +20,24 @@ use crate::store;
 /// The window within which enqueues to one queue share a notification.
 pub const WAKEUP_WINDOW: Duration = Duration::from_millis(2);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Wakeups {
+    window: Duration,
     queues: Mutex<HashMap<String, QueueWakeup>>,
     /// Signalled whenever a deferred enqueue returns.
     settled: Notify,
 }
 
+impl Default for Wakeups {
+    fn default() -> Self {
+        Self::new(WAKEUP_WINDOW)
+    }
+}
+
 #[derive(Debug)]
 struct QueueWakeup {
-    last: Instant,
+    /// When the last notification for the queue was sent; `None` before the first.
+    last: Option<Instant>,
     trailing: bool,
     /// Enqueues that skipped their notification and have not returned yet.
     deferred: usize,
@@ -68,6 +76,14 @@ impl Drop for DeferredGuard {
 }
 
 impl Wakeups {
+    pub(crate) fn new(window: Duration) -> Self {
+        Self {
+            window,
+            queues: Mutex::new(HashMap::new()),
+            settled: Notify::new(),
+        }
+    }
+
     /// Decides how this enqueue wakes workers; hold the result until the insert has returned.
     pub(crate) fn enqueue(self: &Arc<Self>, pool: &PgPool, queue: &str) -> Wakeup {
         let now = Instant::now();
@@ -75,18 +91,21 @@ impl Wakeups {
             return Wakeup::Leading;
         };
         let state = queues.entry(queue.to_owned()).or_insert(QueueWakeup {
-            last: now - WAKEUP_WINDOW,
+            last: None,
             trailing: false,
             deferred: 0,
         });
-        if now.duration_since(state.last) >= WAKEUP_WINDOW && !state.trailing {
-            state.last = now;
+        let window_open = state
+            .last
+            .is_some_and(|last| now.duration_since(last) < self.window);
+        if !window_open && !state.trailing {
+            state.last = Some(now);
             return Wakeup::Leading;
         }
         state.deferred += 1;
         if !state.trailing {
             state.trailing = true;
-            let fire_at = state.last + WAKEUP_WINDOW;
+            let fire_at = state.last.map_or(now, |last| last + self.window);
             let (wakeups, pool, queue) = (self.clone(), pool.clone(), queue.to_owned());
             tokio::spawn(async move { wakeups.trailing(fire_at, &pool, &queue).await });
         }
@@ -117,7 +136,7 @@ impl Wakeups {
             && let Some(state) = queues.get_mut(queue)
         {
             state.trailing = false;
-            state.last = Instant::now();
+            state.last = Some(Instant::now());
         }
         if let Err(err) = store::enqueue::notify(pool, queue).await {
             // Workers still poll: this costs latency, never a job.

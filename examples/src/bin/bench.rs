@@ -114,9 +114,10 @@ async fn drain(
     concurrency: usize,
     total: u64,
 ) -> Result<Duration, Box<dyn std::error::Error>> {
-    let before: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
-        .fetch_one(client.pool())
-        .await?;
+    let before: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
+            .fetch_one(client.pool())
+            .await?;
     let worker = Worker::builder(client.clone())
         .queue("bench", concurrency)
         .build()?;
@@ -128,7 +129,11 @@ async fn drain(
     let after: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
         .fetch_one(client.pool())
         .await?;
-    assert_eq!((after - before) as u64, total, "every job completed in the table");
+    assert_eq!(
+        (after - before) as u64,
+        total,
+        "every job completed in the table"
+    );
     Ok(elapsed)
 }
 
@@ -154,7 +159,9 @@ async fn add_completed_rows(pool: &sqlx::PgPool, count: u64) -> Result<(), sqlx:
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    sqlx::raw_sql("VACUUM ANALYZE pgq.jobs").execute(pool).await?;
+    sqlx::raw_sql("VACUUM ANALYZE pgq.jobs")
+        .execute(pool)
+        .await?;
     Ok(())
 }
 

@@ -77,7 +77,8 @@ async fn an_idle_worker_starts_a_new_job_at_once_and_survives_a_killed_listener(
 #[tokio::test]
 async fn a_burst_of_enqueues_shares_notifications_and_every_job_starts_at_once() {
     let db = TestDatabase::new().await;
-    let client = db.client();
+    // A wide window, so that the burst shares it however slowly the machine runs.
+    let client = db.client().with_wakeup_window(Duration::from_secs(1));
     let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
         .await
         .unwrap();
@@ -120,7 +121,7 @@ async fn a_burst_of_enqueues_shares_notifications_and_every_job_starts_at_once()
         notifications += 1;
     }
     assert!(
-        (1..50).contains(&notifications),
+        (1..=10).contains(&notifications),
         "{notifications} notifications for 50 enqueues"
     );
 }
