@@ -25,8 +25,7 @@ impl Handler for Hog {
         let pool = ctx.state::<PgPool>().unwrap();
         let _a = pool.acquire().await?;
         let _b = pool.acquire().await?;
-        let gate = ctx.state::<Arc<Semaphore>>().unwrap();
-        gate.acquire().await.unwrap().forget();
+        support::pass_gate(ctx).await;
         Ok(())
     }
 }
@@ -40,8 +39,7 @@ impl Handler for Long {
     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
         ctx.extend_lease(Duration::from_secs(3600)).await?;
         ctx.state::<Arc<Notify>>().unwrap().notify_one();
-        let gate = ctx.state::<Arc<Semaphore>>().unwrap();
-        gate.acquire().await.unwrap().forget();
+        support::pass_gate(ctx).await;
         Ok(())
     }
 }

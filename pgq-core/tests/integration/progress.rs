@@ -39,11 +39,10 @@ struct Stepwise;
 #[async_trait]
 impl Handler for Stepwise {
     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
-        let gate = ctx.state::<Arc<Semaphore>>().unwrap();
         ctx.progress(10, "download").await;
-        gate.acquire().await.unwrap().forget();
+        support::pass_gate(ctx).await;
         ctx.progress(60, "resize").await;
-        gate.acquire().await.unwrap().forget();
+        support::pass_gate(ctx).await;
         Ok(())
     }
 }
@@ -73,21 +72,7 @@ async fn a_tight_loop_is_throttled_and_the_final_state_is_written() {
     assert_eq!(job.events_count, 51);
 
     // 1 000 calls made a handful of writes: count their notifications.
-    sqlx::query("SELECT pg_notify('pgq_progress', 'end')")
-        .execute(db.pool())
-        .await
-        .unwrap();
-    let mut writes = 0;
-    loop {
-        let n = tokio::time::timeout(support::LIMIT, listener.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        if n.payload() == "end" {
-            break;
-        }
-        writes += 1;
-    }
+    let writes = support::notifications_so_far(db.pool(), &mut listener, "pgq_progress").await;
     assert!((1..=5).contains(&writes), "{writes} progress writes");
 }
 

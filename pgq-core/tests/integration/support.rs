@@ -3,8 +3,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use pgq_core::{JobId, JobOutcome, WorkerEvent, WorkerHandle};
-use tokio::sync::broadcast;
+use std::sync::Arc;
+
+use pgq_core::{JobContext, JobId, JobOutcome, WorkerEvent, WorkerHandle};
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio::sync::{Semaphore, broadcast};
 
 pub(crate) const LIMIT: Duration = Duration::from_secs(20);
 
@@ -79,4 +83,37 @@ pub(crate) async fn completed(handle: &WorkerHandle, n: u64) {
         .await
         .unwrap_or_else(|_| panic!("{n} jobs did not complete within {LIMIT:?}"))
         .unwrap();
+}
+
+/// Waits for the test's permit on the worker's `Arc<Semaphore>` state: a handler that holds its
+/// slot until the test lets it go.
+pub(crate) async fn pass_gate(ctx: &JobContext) {
+    let gate = ctx
+        .state::<Arc<Semaphore>>()
+        .expect("an Arc<Semaphore> gate in the worker's state");
+    gate.acquire().await.expect("gate open").forget();
+}
+
+/// How many notifications arrived on `channel` so far: sends a marker and counts until it.
+pub(crate) async fn notifications_so_far(
+    pool: &PgPool,
+    listener: &mut PgListener,
+    channel: &str,
+) -> usize {
+    sqlx::query("SELECT pg_notify($1, 'marker')")
+        .bind(channel)
+        .execute(pool)
+        .await
+        .unwrap();
+    let mut count = 0;
+    loop {
+        let notification = tokio::time::timeout(LIMIT, listener.recv())
+            .await
+            .expect("the marker arrives")
+            .unwrap();
+        if notification.payload() == "marker" {
+            return count;
+        }
+        count += 1;
+    }
 }

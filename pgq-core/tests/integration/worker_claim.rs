@@ -34,8 +34,7 @@ struct Hold;
 #[async_trait]
 impl Handler for Hold {
     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
-        let gate = ctx.state::<Arc<Semaphore>>().unwrap();
-        gate.acquire().await.unwrap().forget();
+        support::pass_gate(ctx).await;
         Ok(())
     }
 }

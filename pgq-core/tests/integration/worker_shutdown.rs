@@ -21,8 +21,7 @@ struct Gated;
 #[async_trait]
 impl Handler for Gated {
     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
-        let gate = ctx.state::<Arc<Semaphore>>().unwrap();
-        gate.acquire().await.unwrap().forget();
+        support::pass_gate(ctx).await;
         Ok(())
     }
 }

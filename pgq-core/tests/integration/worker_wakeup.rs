@@ -105,21 +105,7 @@ async fn a_burst_of_enqueues_shares_notifications_and_every_job_starts_at_once()
     support::completed(&handle, 50).await;
     handle.shutdown().await.unwrap();
 
-    sqlx::query("SELECT pg_notify('pgq_insert', 'end')")
-        .execute(db.pool())
-        .await
-        .unwrap();
-    let mut notifications = 0;
-    loop {
-        let n = tokio::time::timeout(support::LIMIT, listener.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        if n.payload() == "end" {
-            break;
-        }
-        notifications += 1;
-    }
+    let notifications = support::notifications_so_far(db.pool(), &mut listener, "pgq_insert").await;
     assert!(
         (1..=10).contains(&notifications),
         "{notifications} notifications for 50 enqueues"
