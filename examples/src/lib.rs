@@ -1,6 +1,7 @@
 //! Shared by the example programs: where their database is.
 
-use sqlx::postgres::PgConnectOptions;
+use pgq_core::Client;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 
 /// The server examples use when `DATABASE_URL` is not set.
@@ -41,4 +42,17 @@ pub async fn examples_database() -> Result<PgConnectOptions, sqlx::Error> {
     }
     conn.close().await?;
     Ok(server.database(EXAMPLES_DATABASE))
+}
+
+/// A migrated client on the examples' database (see [`examples_database`]), on a pool made as
+/// `Client::connect` makes one. The quickstart shows these steps one by one.
+pub async fn client() -> Result<Client, pgq_core::Error> {
+    let pool = PgPoolOptions::new()
+        .max_connections(pgq_core::DEFAULT_MAX_CONNECTIONS)
+        .test_before_acquire(false)
+        .connect_with(examples_database().await?)
+        .await?;
+    let client = Client::new(pool);
+    client.migrate().await?;
+    Ok(client)
 }

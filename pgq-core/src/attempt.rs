@@ -30,6 +30,25 @@ use crate::store::attempt::Fence;
 /// ```
 pub const PROGRESS_THROTTLE: Duration = Duration::from_secs(1);
 
+/// The longest stage name stored, in bytes (the column's limit); longer ones are cut.
+///
+/// ```
+/// assert_eq!(pgq_core::MAX_STAGE_BYTES, 1024);
+/// ```
+pub const MAX_STAGE_BYTES: usize = 1024;
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Where an attempt's reports go.
 #[derive(Debug)]
 pub(crate) enum Backend {
@@ -163,7 +182,7 @@ impl AttemptState {
                 progress.percent = percent.min(100);
             }
             if let Some(stage) = stage {
-                progress.stage = stage.to_owned();
+                progress.stage = cut(stage, MAX_STAGE_BYTES).to_owned();
             }
             if event {
                 progress.unsent_events += 1;
@@ -224,5 +243,20 @@ impl AttemptState {
                 tracing::warn!(job = %self.id, error = %err, "could not write progress");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn stages_are_cut_at_a_char_boundary() {
+        assert_eq!(cut("resize", 1024), "resize");
+        let long = "é".repeat(600); // 1 200 bytes
+        let stage = cut(&long, 1024);
+        assert_eq!(stage.len(), 1024);
+        assert!(stage.chars().all(|c| c == 'é'));
+        assert_eq!(cut("aé", 2), "a");
     }
 }

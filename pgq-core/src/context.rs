@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::job_id::JobId;
 use crate::state::StateMap;
 use crate::store;
-use crate::task::Task;
+use crate::task::{MAX_LEASE, Task};
 
 /// The job a handler is running: its identity and attempt, application state, and the
 /// services around it — progress, cancellation, leases, completion in a transaction.
@@ -320,7 +320,8 @@ impl JobContext {
         let Backend::Database { client, .. } = &self.attempt.backend else {
             return Ok(());
         };
-        let millis = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+        // Longer than a day is a day: the lease is renewed while the handler runs anyway.
+        let millis = i64::try_from(duration.min(MAX_LEASE).as_millis()).unwrap_or(i64::MAX);
         if store::lease::extend(client.pool(), fence, millis).await? {
             Ok(())
         } else {

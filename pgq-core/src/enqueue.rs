@@ -21,6 +21,13 @@ use crate::task::{MAX_MAX_ATTEMPTS, MAX_PRIORITY, MIN_PRIORITY, Task};
 /// ```
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 
+/// The longest delay an enqueue accepts: 100 years (PostgreSQL's intervals stay in range).
+///
+/// ```
+/// assert!(pgq_core::MAX_DELAY >= std::time::Duration::from_secs(100 * 365 * 24 * 3600));
+/// ```
+pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// The longest unique key pgq stores, in bytes.
 ///
 /// ```
@@ -255,8 +262,13 @@ pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTe
         ));
     }
     let delay_ms = match options.delay {
-        Some(delay) => i64::try_from(delay.as_millis())
-            .map_err(|_| invalid::<T>("delay", format!("{delay:?} is too long")))?,
+        Some(delay) if delay > MAX_DELAY => {
+            return Err(invalid::<T>(
+                "delay",
+                format!("{delay:?} is longer than 100 years"),
+            ));
+        }
+        Some(delay) => i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
         None => 0,
     };
     Ok(JobTemplate {

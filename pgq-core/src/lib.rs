@@ -23,10 +23,12 @@ mod watch;
 mod worker;
 
 pub use async_trait::async_trait;
-pub use attempt::PROGRESS_THROTTLE;
+pub use attempt::{MAX_STAGE_BYTES, PROGRESS_THROTTLE};
 pub use client::{Client, DEFAULT_MAX_CONNECTIONS};
 pub use context::JobContext;
-pub use enqueue::{DEFAULT_MAX_PAYLOAD_BYTES, EnqueueOptions, Enqueued, MAX_UNIQUE_KEY_BYTES};
+pub use enqueue::{
+    DEFAULT_MAX_PAYLOAD_BYTES, EnqueueOptions, Enqueued, MAX_DELAY, MAX_UNIQUE_KEY_BYTES,
+};
 pub use error::{Error, Result};
 pub use handler::Handler;
 pub use job::{AttemptError, Job, JobStatus};
@@ -41,8 +43,8 @@ pub use registry::{Registry, TaskRegistration};
 pub use stats::QueueStats;
 pub use store::control::Cancellation;
 pub use task::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, MAX_MAX_ATTEMPTS, MAX_PRIORITY,
-    MIN_PRIORITY, Task,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, MAX_LEASE, MAX_MAX_ATTEMPTS,
+    MAX_PRIORITY, MIN_PRIORITY, Task,
 };
 pub use task_error::{MAX_ERROR_BYTES, TaskAction, TaskError};
 pub use wakeup::WAKEUP_WINDOW;

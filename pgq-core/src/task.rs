@@ -68,6 +68,13 @@ pub const MAX_PRIORITY: i16 = 1000;
 /// ```
 pub const MAX_MAX_ATTEMPTS: i32 = 1000;
 
+/// The longest lease a task or worker may set; `#[task(lease = ..)]` checks the same limit.
+///
+/// ```
+/// assert_eq!(pgq_core::MAX_LEASE, std::time::Duration::from_secs(24 * 3600));
+/// ```
+pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
+
 /// A payload type that pgq can store as a job and route back to its handler.
 ///
 /// Implement it with `#[derive(Task)]`, which also registers the type so that workers and

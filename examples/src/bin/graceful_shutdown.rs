@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use pgq_core::{Client, Handler, JobContext, Task, TaskError, Worker, async_trait};
+use pgq_core::{Handler, JobContext, Task, TaskError, Worker, async_trait};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize, Task)]
@@ -41,9 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let work = flag("--work-ms", 2_000);
     let grace = flag("--grace-ms", 10_000);
     let lease = flag("--lease-ms", 60_000);
-    let options = pgq_examples::examples_database().await?;
-    let client = Client::new(sqlx::PgPool::connect_with(options).await?);
-    client.migrate().await?;
+    let client = pgq_examples::client().await?;
     let id = client.enqueue(Work { millis: work }).await?.id();
 
     let worker = Worker::builder(client.clone())

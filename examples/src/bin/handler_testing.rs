@@ -2,7 +2,7 @@
 //! with `cargo test -p pgq-examples --bin handler_testing`; run the program to see the same
 //! handler under a real worker.
 
-use pgq_core::{Client, Handler, JobContext, Task, TaskError, Worker, async_trait};
+use pgq_core::{Handler, JobContext, Task, TaskError, Worker, async_trait};
 use serde::{Deserialize, Serialize};
 
 /// Charges an invoice; small amounts are waved through, large ones need a review job.
@@ -60,9 +60,7 @@ impl Handler for ReviewCharge {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let options = pgq_examples::examples_database().await?;
-    let client = Client::new(sqlx::PgPool::connect_with(options).await?);
-    client.migrate().await?;
+    let client = pgq_examples::client().await?;
     let invoice_id = i64::from(std::process::id());
     client
         .enqueue(ChargeInvoice {

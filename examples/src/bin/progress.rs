@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use pgq_core::{Client, Handler, JobContext, Task, TaskError, Worker, async_trait};
+use pgq_core::{Handler, JobContext, Task, TaskError, Worker, async_trait};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize, Task)]
@@ -36,9 +36,7 @@ impl Handler for Transcode {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let options = pgq_examples::examples_database().await?;
-    let client = Client::new(sqlx::PgPool::connect_with(options).await?);
-    client.migrate().await?;
+    let client = pgq_examples::client().await?;
     let id = client
         .enqueue(Transcode {
             video: "holiday.mov".into(),

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use pgq_core::{Client, Handler, JobContext, JobStatus, Task, TaskError, Worker, async_trait};
+use pgq_core::{Handler, JobContext, JobStatus, Task, TaskError, Worker, async_trait};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize, Task)]
@@ -33,9 +33,7 @@ impl Handler for CallPartner {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let options = pgq_examples::examples_database().await?;
-    let client = Client::new(sqlx::PgPool::connect_with(options).await?);
-    client.migrate().await?;
+    let client = pgq_examples::client().await?;
     let id = client
         .enqueue(CallPartner {
             endpoint: "https://partner.example/api".into(),

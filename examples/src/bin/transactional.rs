@@ -38,9 +38,7 @@ async fn place_order(client: &Client, order_id: i64, commit: bool) -> Result<(),
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let options = pgq_examples::examples_database().await?;
-    let client = Client::new(sqlx::PgPool::connect_with(options).await?);
-    client.migrate().await?;
+    let client = pgq_examples::client().await?;
     sqlx::query("CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY)")
         .execute(client.pool())
         .await?;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use pgq_core::{Client, EnqueueOptions, Enqueued, Task};
+use pgq_core::{EnqueueOptions, Enqueued, Task};
 use serde::{Deserialize, Serialize};
 
 /// One sync per account at a time, however often a webhook asks for it.
@@ -24,9 +24,7 @@ fn sync(account_id: i64, reason: &str) -> SyncAccount {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let options = pgq_examples::examples_database().await?;
-    let client = Client::new(sqlx::PgPool::connect_with(options).await?);
-    client.migrate().await?;
+    let client = pgq_examples::client().await?;
     let account = i64::from(std::process::id());
 
     let first = client.enqueue(sync(account, "webhook")).await?;

@@ -10,6 +10,7 @@ use crate::maintenance::rescuer::{DEFAULT_RESCUE_INTERVAL, RescuerConfig};
 use crate::queue;
 use crate::registry::Registry;
 use crate::state::StateMap;
+use crate::task::MAX_LEASE;
 use crate::worker::{TaskEntry, Worker};
 
 /// How long an idle worker waits between claims when no notification arrives.
@@ -284,10 +285,14 @@ impl WorkerBuilder {
         if self.batch_size == 0 {
             return Err(Error::InvalidWorker("batch size 0".into()));
         }
-        if self.poll_interval.is_zero() || self.lease < Duration::from_secs(1) {
-            return Err(Error::InvalidWorker(
-                "poll interval must be positive and the lease at least 1 s".into(),
-            ));
+        if self.poll_interval.is_zero() {
+            return Err(Error::InvalidWorker("poll interval 0".into()));
+        }
+        if self.lease < Duration::from_secs(1) || self.lease > MAX_LEASE {
+            return Err(Error::InvalidWorker(format!(
+                "lease {:?} is outside 1 s..=24 h",
+                self.lease
+            )));
         }
         let registry = Registry::linked()?;
         let handlers: HashMap<_, _> = registry

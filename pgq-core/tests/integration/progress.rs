@@ -47,6 +47,33 @@ impl Handler for Stepwise {
     }
 }
 
+/// Reports a stage longer than the column allows.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "progress-huge")]
+struct HugeStage;
+
+#[async_trait]
+impl Handler for HugeStage {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.progress(30, &"s".repeat(5000)).await;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn an_overlong_stage_is_cut_and_the_job_completes() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(HugeStage).await.unwrap().id();
+    let drained = pgq_testkit::drain(&client, "progress-huge").await;
+    assert_eq!(drained[0].outcome, JobOutcome::Completed);
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(
+        job.current_stage.map(|stage| stage.len()),
+        Some(pgq_core::MAX_STAGE_BYTES)
+    );
+}
+
 #[tokio::test]
 async fn a_tight_loop_is_throttled_and_the_final_state_is_written() {
     let db = TestDatabase::new().await;

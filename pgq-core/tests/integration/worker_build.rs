@@ -43,15 +43,24 @@ async fn bad_configurations_are_refused() {
         ),
         "batch size 0"
     );
-    assert!(
+    assert_eq!(
         reason(
             Worker::builder(client.clone())
                 .queue("email", 1)
                 .poll_interval(Duration::ZERO)
                 .build()
-        )
-        .contains("poll interval")
+        ),
+        "poll interval 0"
     );
+    for lease in [Duration::from_millis(500), Duration::from_secs(25 * 3600)] {
+        let reason = reason(
+            Worker::builder(client.clone())
+                .queue("email", 1)
+                .lease(lease)
+                .build(),
+        );
+        assert!(reason.ends_with("is outside 1 s..=24 h"), "{reason}");
+    }
     let err = Worker::builder(client.clone())
         .queue("bad'queue", 1)
         .build()
