@@ -87,19 +87,45 @@ pub(crate) struct AttemptState {
     pub(crate) backend: Backend,
     /// Fires when the job is cancelled or the lease is lost: stop, the result will not count.
     stop: watch::Sender<bool>,
+    /// Whether the job's `running` write has landed. A worker starts a handler as soon as its
+    /// job is claimed and writes `running` with its next statement; writes that need the job
+    /// running (progress, completion, the outcome) wait for this first.
+    start: watch::Sender<Start>,
     cancel_requested: AtomicBool,
     lease_lost: AtomicBool,
     completed_in_tx: AtomicBool,
     progress: Mutex<Progress>,
 }
 
+/// Where an attempt's `running` write stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// Sent or about to be; the handler may already be running.
+    Unconfirmed,
+    /// The job is `running` under this attempt.
+    Confirmed,
+    /// The fence did not hold (the job was rescued or released meanwhile): the attempt is void.
+    Refused,
+}
+
 impl AttemptState {
+    /// An attempt whose job is already `running`.
     pub(crate) fn new(id: JobId, attempt: i32, backend: Backend) -> Arc<Self> {
+        Self::with_start(id, attempt, backend, Start::Confirmed)
+    }
+
+    /// An attempt started ahead of its `running` write; see [`confirm_start`](Self::confirm_start).
+    pub(crate) fn unconfirmed(id: JobId, attempt: i32, backend: Backend) -> Arc<Self> {
+        Self::with_start(id, attempt, backend, Start::Unconfirmed)
+    }
+
+    fn with_start(id: JobId, attempt: i32, backend: Backend, start: Start) -> Arc<Self> {
         Arc::new(Self {
             id,
             attempt,
             backend,
             stop: watch::channel(false).0,
+            start: watch::channel(start).0,
             cancel_requested: AtomicBool::new(false),
             lease_lost: AtomicBool::new(false),
             completed_in_tx: AtomicBool::new(false),
@@ -116,6 +142,23 @@ impl AttemptState {
             }),
             Backend::Recording(_) => None,
         }
+    }
+
+    /// Records whether the `running` write held; a refused start stops the handler.
+    pub(crate) fn confirm_start(&self, held: bool) {
+        if held {
+            self.start.send_replace(Start::Confirmed);
+        } else {
+            self.start.send_replace(Start::Refused);
+            self.lose_lease();
+        }
+    }
+
+    /// Waits for the `running` write; true when the job runs under this attempt.
+    pub(crate) async fn started(&self) -> bool {
+        let mut start = self.start.subscribe();
+        let decided = start.wait_for(|s| *s != Start::Unconfirmed).await;
+        matches!(decided.as_deref(), Ok(Start::Confirmed))
     }
 
     pub(crate) fn request_cancel(&self) {
@@ -230,6 +273,9 @@ impl AttemptState {
             let events = std::mem::take(&mut progress.unsent_events);
             (progress.percent, progress.stage.clone(), events)
         };
+        if !self.started().await {
+            return;
+        }
         let fence = Fence {
             id: self.id,
             attempt: self.attempt,
@@ -248,7 +294,41 @@ impl AttemptState {
 
 #[cfg(test)]
 mod tests {
-    use super::cut;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::{AttemptState, Backend, cut};
+
+    fn unconfirmed() -> std::sync::Arc<AttemptState> {
+        let backend = Backend::Recording(Mutex::default());
+        AttemptState::unconfirmed(7.into(), 1, backend)
+    }
+
+    #[tokio::test]
+    async fn writes_wait_for_the_running_write() {
+        let state = unconfirmed();
+        let waiting = tokio::spawn({
+            let state = state.clone();
+            async move { state.started().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(
+            !waiting.is_finished(),
+            "nothing is decided before the write lands"
+        );
+        state.confirm_start(true);
+        let started = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+        assert!(started.unwrap().unwrap());
+        assert!(!state.is_stopped());
+    }
+
+    #[tokio::test]
+    async fn a_refused_start_stops_the_handler_and_voids_the_attempt() {
+        let state = unconfirmed();
+        state.confirm_start(false);
+        assert!(!state.started().await);
+        assert!(state.is_stopped() && state.is_lease_lost());
+    }
 
     #[test]
     fn stages_are_cut_at_a_char_boundary() {

@@ -358,7 +358,7 @@ impl JobContext {
             return Ok(());
         };
         self.attempt.flush().await;
-        if store::attempt::complete(&mut *conn, fence).await? {
+        if self.attempt.started().await && store::attempt::complete(&mut *conn, fence).await? {
             self.attempt.mark_completed_in_tx();
             Ok(())
         } else {

@@ -16,11 +16,18 @@ struct Migration {
 }
 
 /// Every migration, in order. A unit test checks this list against the directory.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_jobs.sql",
-    sql: include_str!("../../migrations/0001_jobs.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_jobs.sql",
+        sql: include_str!("../../migrations/0001_jobs.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_in_place_start.sql",
+        sql: include_str!("../../migrations/0002_in_place_start.sql"),
+    },
+];
 
 /// The advisory lock taken while migrating ("pgq_migr" in ASCII).
 const MIGRATE_LOCK: i64 = 0x7067_715f_6d69_6772;

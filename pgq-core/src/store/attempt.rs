@@ -30,33 +30,35 @@ pub(crate) struct Fence<'a> {
 const CLAIM: &str = "
 WITH next AS (
     SELECT id FROM pgq.jobs
-    WHERE status = 'pending' AND queue = $1 AND run_at <= now() AND task = ANY($2)
+    WHERE phase = 0 AND queue = $1 AND run_at <= now() AND task = ANY($2)
     ORDER BY priority DESC, run_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
 UPDATE pgq.jobs AS job
 SET status = 'claimed', attempts = job.attempts + 1, worker_id = $4, claimed_at = now(),
-    lease_expires_at = now() + $5 * interval '1 millisecond', updated_at = now()
-FROM next
-WHERE job.id = next.id
+    lease_expires_at = now() + ($5::bigint[])[array_position($2, job.task)]
+                               * interval '1 millisecond',
+    updated_at = now()
+WHERE job.id = ANY(ARRAY(SELECT id FROM next))
 RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key";
 
-/// Claims up to `limit` due jobs of `queue` whose task is in `tasks`, in priority order.
+/// Claims up to `limit` due jobs of `queue` whose task is in `tasks`, in priority order, each
+/// held for its task's lease (`leases_ms`, in the order of `tasks`).
 pub(crate) async fn claim(
     pool: &PgPool,
     queue: &str,
     tasks: &[&'static str],
+    leases_ms: &[i64],
     limit: usize,
     worker_id: &str,
-    lease_ms: i64,
 ) -> Result<Vec<ClaimedJob>> {
     let rows = sqlx::query(CLAIM)
         .bind(queue)
         .bind(tasks)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .bind(worker_id)
-        .bind(lease_ms)
+        .bind(leases_ms)
         .fetch_all(pool)
         .await?;
     let mut jobs = rows
@@ -78,25 +80,18 @@ pub(crate) async fn claim(
 }
 
 const START: &str = "
-UPDATE pgq.jobs AS job SET status = 'running', started_at = now(), updated_at = now(),
-    lease_expires_at = now() + fence.lease_ms * interval '1 millisecond'
-FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS fence(id, attempt, lease_ms)
-WHERE job.id = fence.id AND job.attempts = fence.attempt AND job.worker_id = $4
+UPDATE pgq.jobs AS job SET status = 'running', started_at = now(), updated_at = now()
+FROM unnest($1::bigint[], $2::int[]) AS fence(id, attempt)
+WHERE job.id = fence.id AND job.attempts = fence.attempt AND job.worker_id = $3
   AND job.status = 'claimed'";
 
-/// Marks a claimed batch as running, in one statement, each with its task's lease.
-pub(crate) async fn start(
-    pool: &PgPool,
-    jobs: &[ClaimedJob],
-    lease_ms: &[i64],
-    worker_id: &str,
-) -> Result<()> {
+/// Marks a claimed batch as running, in one statement.
+pub(crate) async fn start(pool: &PgPool, jobs: &[ClaimedJob], worker_id: &str) -> Result<()> {
     let ids: Vec<i64> = jobs.iter().map(|job| job.id.get()).collect();
     let attempts: Vec<i32> = jobs.iter().map(|job| job.attempt).collect();
     sqlx::query(START)
         .bind(ids)
         .bind(attempts)
-        .bind(lease_ms)
         .bind(worker_id)
         .execute(pool)
         .await?;

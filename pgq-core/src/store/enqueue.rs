@@ -33,7 +33,7 @@ macro_rules! insert_one {
                 VALUES ($1, $2, $3, $4, $5::jsonb, $6,
                         COALESCE($7, now() + $8 * interval '1 millisecond'))
                 ON CONFLICT (task, unique_key)
-                    WHERE unique_key IS NOT NULL AND status IN ('pending', 'claimed', 'running')
+                    WHERE unique_key IS NOT NULL AND phase < 2
                 ",
             $on_conflict,
             "
@@ -55,7 +55,7 @@ const REPLACE_ONE: &str = insert_one!(
 );
 
 const FIND_ACTIVE: &str = "SELECT id FROM pgq.jobs
-    WHERE task = $1 AND unique_key = $2 AND status IN ('pending', 'claimed', 'running')";
+    WHERE task = $1 AND unique_key = $2 AND phase < 2";
 
 /// Inserts one job, or finds the active job holding its unique key. `notify`: whether the
 /// statement itself wakes idle workers (when due now).
@@ -146,7 +146,7 @@ WITH inserted AS (
            COALESCE($8, now() + $9 * interval '1 millisecond')
     FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(id, payload, unique_key)
     ON CONFLICT (task, unique_key)
-        WHERE unique_key IS NOT NULL AND status IN ('pending', 'claimed', 'running')
+        WHERE unique_key IS NOT NULL AND phase < 2
         DO NOTHING
     RETURNING id, run_at
 )
@@ -156,7 +156,7 @@ FROM inserted";
 
 const FIND_ACTIVE_MANY: &str = "
 SELECT unique_key, id FROM pgq.jobs
-WHERE task = $1 AND unique_key = ANY($2) AND status IN ('pending', 'claimed', 'running')";
+WHERE task = $1 AND unique_key = ANY($2) AND phase < 2";
 
 /// Inserts many jobs of one task, honouring unique keys (also between tasks of the batch).
 pub(crate) async fn insert_many<'c, A>(

@@ -77,7 +77,7 @@ pub(crate) async fn extend(pool: &PgPool, fence: Fence<'_>, millis: i64) -> Resu
 const RESCUE: &str = "
 WITH expired AS (
     SELECT id FROM pgq.jobs
-    WHERE status IN ('claimed', 'running') AND lease_expires_at <= now()
+    WHERE phase = 1 AND lease_expires_at <= now()
     ORDER BY lease_expires_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED

@@ -13,8 +13,10 @@ const CLEAN_LOCK: i64 = 0x7067_715f_636c_6561;
 const DELETE_FINISHED: &str = "
 DELETE FROM pgq.jobs WHERE id IN (
     SELECT id FROM pgq.jobs
-    WHERE (status = 'completed' AND completed_at < now() - $1 * interval '1 millisecond')
-       OR (status IN ('failed', 'cancelled') AND completed_at < now() - $2 * interval '1 millisecond')
+    WHERE phase = 2
+      AND completed_at < now() - least($1, $2) * interval '1 millisecond'
+      AND completed_at < now() - CASE WHEN status = 'completed' THEN $1 ELSE $2 END
+                                 * interval '1 millisecond'
     LIMIT $3
 )";
 

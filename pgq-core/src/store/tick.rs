@@ -23,26 +23,26 @@ WITH completed AS (
 ),
 started AS (
     UPDATE pgq.jobs AS job
-    SET status = 'running', started_at = now(), updated_at = now(),
-        lease_expires_at = now() + held.lease_ms * interval '1 millisecond'
-    FROM unnest($4::bigint[], $5::int[], $6::bigint[]) AS held(id, attempt, lease_ms)
+    SET status = 'running', started_at = now(), updated_at = now()
+    FROM unnest($4::bigint[], $5::int[]) AS held(id, attempt)
     WHERE job.id = held.id AND job.attempts = held.attempt AND job.worker_id = $3
       AND job.status = 'claimed'
     RETURNING job.id
 ),
 next AS (
     SELECT id FROM pgq.jobs
-    WHERE status = 'pending' AND queue = $7 AND run_at <= now() AND task = ANY($8)
+    WHERE phase = 0 AND queue = $6 AND run_at <= now() AND task = ANY($7)
     ORDER BY priority DESC, run_at, id
-    LIMIT $9
+    LIMIT $8
     FOR UPDATE SKIP LOCKED
 ),
 claimed AS (
     UPDATE pgq.jobs AS job
     SET status = 'claimed', attempts = job.attempts + 1, worker_id = $3, claimed_at = now(),
-        lease_expires_at = now() + $10 * interval '1 millisecond', updated_at = now()
-    FROM next
-    WHERE job.id = next.id
+        lease_expires_at = now() + ($9::bigint[])[array_position($7, job.task)]
+                                   * interval '1 millisecond',
+        updated_at = now()
+    WHERE job.id = ANY(ARRAY(SELECT id FROM next))
     RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key,
               job.priority, job.run_at
 )
@@ -55,12 +55,11 @@ SELECT 'started', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM started
 UNION ALL
 SELECT 'claimed', id, task, queue, payload, attempts, unique_key, priority, run_at FROM claimed";
 
-/// One attempt to complete or start: its fence and, to start, its task's lease.
+/// One attempt to complete or start, by its fence.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Held {
     pub(crate) id: JobId,
     pub(crate) attempt: i32,
-    pub(crate) lease_ms: i64,
 }
 
 /// What one tick asks for.
@@ -71,8 +70,9 @@ pub(crate) struct TickRequest<'a> {
     pub(crate) start: &'a [Held],
     pub(crate) queue: &'a str,
     pub(crate) tasks: &'a [&'static str],
+    /// Each task's lease, in the order of `tasks`: a claim holds the job that long.
+    pub(crate) leases_ms: &'a [i64],
     pub(crate) claim: usize,
-    pub(crate) claim_lease_ms: i64,
 }
 
 /// What one tick did.
@@ -105,11 +105,10 @@ pub(crate) async fn tick(pool: &PgPool, request: &TickRequest<'_>) -> Result<Tic
         .bind(request.worker_id)
         .bind(request.start.iter().map(|h| h.id.get()).collect::<Vec<_>>())
         .bind(request.start.iter().map(|h| h.attempt).collect::<Vec<_>>())
-        .bind(request.start.iter().map(|h| h.lease_ms).collect::<Vec<_>>())
         .bind(request.queue)
         .bind(request.tasks)
         .bind(i64::try_from(request.claim).unwrap_or(i64::MAX))
-        .bind(request.claim_lease_ms)
+        .bind(request.leases_ms)
         .fetch_all(pool)
         .await?;
     let mut result = TickResult::default();

@@ -25,9 +25,9 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// How many jobs one claim statement takes at most.
 ///
 /// ```
-/// assert_eq!(pgq_core::DEFAULT_BATCH_SIZE, 16);
+/// assert_eq!(pgq_core::DEFAULT_BATCH_SIZE, 256);
 /// ```
-pub const DEFAULT_BATCH_SIZE: usize = 16;
+pub const DEFAULT_BATCH_SIZE: usize = 256;
 /// How long a claim holds a job before another worker may rescue it; renewed every third of it
 /// while the handler runs.
 ///

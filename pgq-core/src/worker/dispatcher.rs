@@ -1,26 +1,48 @@
 //! One dispatcher per queue. Each round trip is one statement (a tick) that completes the
-//! attempts that finished since the last one, starts the jobs the last one claimed, and claims
-//! into the free slots — so under load a batch of jobs costs one statement per step, not one per
-//! job. Idle, it waits for a notification, a finished attempt, or the poll interval.
+//! attempts that finished, writes `running` for the jobs whose handlers started since the last
+//! tick, and claims more — so under load a batch of jobs costs one statement per step, not one
+//! per job. Two ticks may be in flight at once, so the database works on one batch while the
+//! worker runs the next.
 //!
-//! A claimed job holds its slot until its handler returns; its completion is written by a later
-//! tick, and its executor waits for that before reporting the outcome.
+//! A claimed job starts as soon as a slot is free, ahead of its `running` write: the handler
+//! runs at once, and everything the attempt writes (progress, its outcome) waits until that write
+//! has landed. If it does not hold — the job was rescued or released meanwhile — the handler is
+//! told to stop and its result is dropped, as for a lost lease.
+//!
+//! Claims prefetch no more than one round trip uses up: as many jobs as there are free slots
+//! plus the slots that freed since the last claim. Slow handlers free few slots, so a busy
+//! worker does not hoard jobs other workers could run; tiny jobs free many, so batches grow up to
+//! the worker's batch size.
 
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
+use crate::attempt::AttemptState;
+use crate::error::Result;
+use crate::job_id::JobId;
 use crate::store;
 use crate::store::attempt::{ClaimedJob, Fence};
-use crate::store::tick::{Held, TickRequest};
-use crate::worker::{QueueSlots, Shared, executor};
+use crate::store::tick::{Held, TickRequest, TickResult};
+use crate::worker::{Active, QueueSlots, Shared, WorkerEvent, executor};
 
-/// A running attempt's place in its queue: the slot it holds, and where its completion goes.
+/// Ticks one dispatcher may have in flight.
+pub(crate) const TICKS_IN_FLIGHT: usize = 2;
+
+/// How long a tick waits for handlers in flight to return, so that their writes share it.
+const COALESCE_WINDOW: Duration = Duration::from_millis(1);
+
+/// A running attempt's place in its queue: the slot its handler holds, and its count as active.
 #[derive(Debug)]
 pub(crate) struct Slot {
-    pub(crate) queue: Arc<QueueSlots>,
     pub(crate) permit: OwnedSemaphorePermit,
+    pub(crate) active: Active,
 }
 
 /// A finished attempt waiting for a tick to write its completion; told whether the fence held.
@@ -30,161 +52,260 @@ pub(crate) struct PendingCompletion {
     pub(crate) done: oneshot::Sender<bool>,
 }
 
+/// A job whose handler started; its `running` write goes with the next tick.
+#[derive(Debug)]
+struct Starting {
+    held: Held,
+    task: String,
+    state: Arc<AttemptState>,
+}
+
+/// What a tick sent, and what came back.
+struct Sent {
+    completions: Vec<PendingCompletion>,
+    starting: Vec<Starting>,
+    asked: usize,
+    /// [`Dispatcher::wakeups`] when the tick was sent.
+    wakeups: u64,
+    result: Result<TickResult>,
+}
+
+struct Dispatcher {
+    shared: Arc<Shared>,
+    queue: Arc<QueueSlots>,
+    /// Claimed, waiting for a free slot.
+    claimed: VecDeque<ClaimedJob>,
+    /// Started since the last tick was sent.
+    starting: Vec<Starting>,
+    /// Jobs asked for by ticks in flight.
+    asking: usize,
+    /// Slots that freed since the last claim was sent.
+    turnover: usize,
+    /// Whether more jobs may be due: false after a claim came back short, until a wake-up.
+    maybe_more: bool,
+    /// Wake-ups (notifications, polls) so far: one that arrives while a claim is in flight may
+    /// be for a job committed too late for it, so a short claim only settles what came before.
+    wakeups: u64,
+    next_poll: Instant,
+}
+
 pub(crate) async fn dispatch(shared: Arc<Shared>, queue: Arc<QueueSlots>) {
     let mut stopping = shared.stopping.clone();
-    let mut to_start: Vec<(ClaimedJob, OwnedSemaphorePermit)> = Vec::new();
-    // Look at once on start: jobs may be waiting already.
-    let mut maybe_more = true;
+    let mut d = Dispatcher {
+        next_poll: Instant::now() + shared.config.poll_interval,
+        shared,
+        queue,
+        claimed: VecDeque::new(),
+        starting: Vec::new(),
+        asking: 0,
+        turnover: 0,
+        // Look at once on start: jobs may be waiting already.
+        maybe_more: true,
+        wakeups: 0,
+    };
+    let mut in_flight: FuturesUnordered<JoinHandle<Sent>> = FuturesUnordered::new();
     loop {
         let stop = *stopping.borrow();
-        if stop && !to_start.is_empty() {
-            release_unstarted(&shared, std::mem::take(&mut to_start)).await;
+        if stop {
+            d.release_claimed().await;
+        } else {
+            d.start_claimed();
+            d.coalesce().await;
         }
-        if !stop {
-            coalesce(&queue, to_start.len()).await;
-        }
-        let completions = queue.take_completions();
-        let mut permits = Vec::new();
-        if !stop && maybe_more {
-            while permits.len() < shared.config.batch_size {
-                match queue.slots.clone().try_acquire_owned() {
-                    Ok(permit) => permits.push(permit),
-                    Err(_) => break,
-                }
-            }
-        }
-        if completions.is_empty() && to_start.is_empty() && permits.is_empty() {
-            if stop {
-                // Every handler has returned and every completion is written: done.
-                let all = u32::try_from(queue.concurrency).unwrap_or(u32::MAX);
-                tokio::select! {
-                    all_free = queue.slots.acquire_many(all) => {
-                        if all_free.is_ok() && queue.completions_empty() {
-                            return;
-                        }
-                    }
-                    _ = queue.completed.notified() => {}
-                }
-                continue;
-            }
-            tokio::select! {
-                _ = queue.wake.notified() => maybe_more = true,
-                _ = queue.completed.notified() => {}
-                _ = tokio::time::sleep(shared.config.poll_interval) => maybe_more = true,
-                permit = queue.slots.clone().acquire_owned(), if maybe_more => {
-                    // A slot freed up while more jobs may be due: claim at once.
-                    drop(permit);
-                }
-                _ = stopping.wait_for(|stop| *stop) => {}
-            }
+        if in_flight.len() < TICKS_IN_FLIGHT
+            && let Some(tick) = d.send_tick(stop)
+        {
+            in_flight.push(tick);
             continue;
         }
-        let asked = permits.len();
-        let full = tick(&shared, &queue, completions, &mut to_start, permits).await;
-        if asked > 0 {
-            maybe_more = full;
+        if stop && in_flight.is_empty() && d.queue.active() == 0 {
+            // Every handler has returned and every outcome is written: done.
+            return;
         }
-    }
-}
-
-/// How long a tick waits for handlers in flight to finish, so that their completions share it.
-const COALESCE_WINDOW: Duration = Duration::from_millis(1);
-
-/// Waits, at most [`COALESCE_WINDOW`], until no handler of the queue is still running.
-async fn coalesce(queue: &QueueSlots, unstarted: usize) {
-    let running = || {
-        let held = queue.concurrency - queue.slots.available_permits().min(queue.concurrency);
-        held.saturating_sub(unstarted)
-    };
-    if running() == 0 {
-        return;
-    }
-    let deadline = tokio::time::Instant::now() + COALESCE_WINDOW;
-    while running() > 0 {
+        let queue = d.queue.clone();
+        let look_for_slot = !stop && (!d.claimed.is_empty() || d.maybe_more);
         tokio::select! {
+            Some(sent) = in_flight.next(), if !in_flight.is_empty() => {
+                if let Ok(sent) = sent {
+                    d.apply(sent);
+                }
+            }
+            _ = queue.wake.notified() => d.woken(),
             _ = queue.completed.notified() => {}
-            _ = tokio::time::sleep_until(deadline) => return,
+            _ = tokio::time::sleep_until(d.next_poll) => {
+                d.woken();
+                d.next_poll = Instant::now() + d.shared.config.poll_interval;
+            }
+            permit = queue.slots.clone().acquire_owned(), if look_for_slot => drop(permit),
+            _ = stopping.wait_for(|stop| *stop), if !stop => {}
         }
     }
 }
 
-/// Runs one tick. Returns whether the claim came back full (more may be due now).
-async fn tick(
-    shared: &Arc<Shared>,
-    queue: &Arc<QueueSlots>,
-    completions: Vec<PendingCompletion>,
-    to_start: &mut Vec<(ClaimedJob, OwnedSemaphorePermit)>,
-    mut permits: Vec<OwnedSemaphorePermit>,
-) -> bool {
-    let complete: Vec<Held> = completions.iter().map(|c| c.held).collect();
-    let start: Vec<Held> = to_start
-        .iter()
-        .map(|(job, _)| Held {
-            id: job.id,
-            attempt: job.attempt,
-            lease_ms: shared.handlers[job.task.as_str()].lease_ms,
-        })
-        .collect();
-    let request = TickRequest {
-        worker_id: shared.worker_id(),
-        complete: &complete,
-        start: &start,
-        queue: &queue.name,
-        tasks: &shared.task_names,
-        claim: permits.len(),
-        claim_lease_ms: i64::try_from(shared.config.lease.as_millis()).unwrap_or(i64::MAX),
-    };
-    let result = match store::tick::tick(&shared.pool, &request).await {
-        Ok(result) => result,
-        Err(err) => {
-            tracing::warn!(queue = %queue.name, error = %err, "dispatch failed; retrying after the poll interval");
-            // Nothing was written: keep everything for the next tick.
-            queue.return_completions(completions);
-            tokio::time::sleep(shared.config.poll_interval).await;
-            return false;
-        }
-    };
-    for completion in completions {
-        let held = result.completed.contains(&completion.held.id);
-        let _ = completion.done.send(held);
+impl Dispatcher {
+    fn woken(&mut self) {
+        self.maybe_more = true;
+        self.wakeups += 1;
     }
-    for (job, permit) in std::mem::take(to_start) {
-        if result.started.contains(&job.id) {
-            let entry = shared.handlers[job.task.as_str()];
-            let slot = Slot {
-                queue: queue.clone(),
-                permit,
+
+    /// Starts claimed jobs while slots are free.
+    fn start_claimed(&mut self) {
+        while !self.claimed.is_empty() {
+            let Ok(permit) = self.queue.slots.clone().try_acquire_owned() else {
+                return;
             };
-            tokio::spawn(executor::execute(shared.clone(), job, entry, Some(slot)));
-        } else {
-            // Released or rescued between claim and start (an operator, or a long stall).
-            tracing::warn!(job = %job.id, "claimed job was taken back before it started");
+            let Some(job) = self.claimed.pop_front() else {
+                return;
+            };
+            let entry = self.shared.handlers[job.task.as_str()];
+            let state = executor::attempt_state(&self.shared, &job, false);
+            self.starting.push(Starting {
+                held: Held {
+                    id: job.id,
+                    attempt: job.attempt,
+                },
+                task: job.task.clone(),
+                state: state.clone(),
+            });
+            let slot = Slot {
+                permit,
+                active: self.queue.enter(),
+            };
+            tokio::spawn(executor::execute(
+                self.shared.clone(),
+                job,
+                entry,
+                state,
+                Some(slot),
+            ));
         }
     }
-    let asked = permits.len();
-    let claimed = result.claimed.len();
-    if claimed > 0 {
-        shared
-            .stats
-            .send_modify(|stats| stats.claimed += claimed as u64);
-    }
-    for job in result.claimed {
-        let permit = permits.pop().expect("never more claimed than asked");
-        to_start.push((job, permit));
-    }
-    asked > 0 && claimed == asked
-}
 
-/// Jobs claimed but not started when the worker stops go straight back to pending.
-async fn release_unstarted(shared: &Shared, jobs: Vec<(ClaimedJob, OwnedSemaphorePermit)>) {
-    for (job, _permit) in jobs {
-        let fence = Fence {
-            id: job.id,
-            attempt: job.attempt,
-            worker_id: shared.worker_id(),
+    /// Waits, at most [`COALESCE_WINDOW`], until no handler of the queue is running, starting
+    /// claimed jobs as slots free.
+    async fn coalesce(&mut self) {
+        if self.queue.running() == 0 {
+            return;
+        }
+        let deadline = Instant::now() + COALESCE_WINDOW;
+        while self.queue.running() > 0 {
+            tokio::select! {
+                _ = self.queue.completed.notified() => self.start_claimed(),
+                _ = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+
+    /// Sends a tick if there is anything to write or to claim.
+    fn send_tick(&mut self, stop: bool) -> Option<JoinHandle<Sent>> {
+        self.turnover += self.queue.take_returned();
+        let want = if stop || !self.maybe_more {
+            0
+        } else {
+            let free = self.queue.slots.available_permits();
+            (free + self.turnover)
+                .min(self.shared.config.batch_size)
+                .saturating_sub(self.claimed.len() + self.asking)
         };
-        if let Err(err) = store::attempt::release(&shared.pool, fence).await {
-            tracing::warn!(job = %job.id, error = %err, "could not release an unstarted job");
+        let completions = self.queue.take_completions();
+        if completions.is_empty() && self.starting.is_empty() && want == 0 {
+            return None;
+        }
+        if want > 0 {
+            self.turnover = 0;
+            self.asking += want;
+            self.next_poll = Instant::now() + self.shared.config.poll_interval;
+        }
+        let starting = std::mem::take(&mut self.starting);
+        let wakeups = self.wakeups;
+        let shared = self.shared.clone();
+        let queue = self.queue.clone();
+        Some(tokio::spawn(async move {
+            let complete: Vec<Held> = completions.iter().map(|c| c.held).collect();
+            let start: Vec<Held> = starting.iter().map(|s| s.held).collect();
+            let request = TickRequest {
+                worker_id: shared.worker_id(),
+                complete: &complete,
+                start: &start,
+                queue: &queue.name,
+                tasks: &shared.task_names,
+                leases_ms: &shared.task_leases,
+                claim: want,
+            };
+            let result = store::tick::tick(&shared.dispatch_pool, &request).await;
+            if let Err(err) = &result {
+                tracing::warn!(queue = %queue.name, error = %err, "dispatch failed; retrying after the poll interval");
+                tokio::time::sleep(shared.config.poll_interval).await;
+            }
+            Sent {
+                completions,
+                starting,
+                asked: want,
+                wakeups,
+                result,
+            }
+        }))
+    }
+
+    /// Tells waiting attempts what the tick wrote, and queues what it claimed.
+    fn apply(&mut self, sent: Sent) {
+        self.asking -= sent.asked;
+        let result = match sent.result {
+            Ok(result) => result,
+            Err(_) => {
+                // Nothing was written: everything goes with a later tick.
+                self.queue.return_completions(sent.completions);
+                let mut starting = sent.starting;
+                starting.append(&mut self.starting);
+                self.starting = starting;
+                return;
+            }
+        };
+        let completed: HashSet<JobId> = result.completed.into_iter().collect();
+        for completion in sent.completions {
+            let held = completed.contains(&completion.held.id);
+            let _ = completion.done.send(held);
+        }
+        let started: HashSet<JobId> = result.started.into_iter().collect();
+        for starting in sent.starting {
+            let held = started.contains(&starting.held.id);
+            if held {
+                self.shared.emit(WorkerEvent::JobStarted {
+                    id: starting.held.id,
+                    task: starting.task,
+                    attempt: starting.held.attempt,
+                });
+            } else {
+                // Released or rescued between claim and start (an operator, or a long stall).
+                tracing::warn!(job = %starting.held.id, "claimed job was taken back before it started");
+            }
+            starting.state.confirm_start(held);
+        }
+        let claimed = result.claimed.len();
+        if claimed > 0 {
+            self.shared
+                .stats
+                .send_modify(|stats| stats.claimed += claimed as u64);
+        }
+        self.claimed.extend(result.claimed);
+        if sent.asked > 0 && claimed < sent.asked && sent.wakeups == self.wakeups {
+            // The queue ran dry: wait for a wake-up, and start small again.
+            self.maybe_more = false;
+            self.turnover = 0;
+        }
+    }
+
+    /// Jobs claimed but not started when the worker stops go straight back to pending.
+    async fn release_claimed(&mut self) {
+        for job in std::mem::take(&mut self.claimed) {
+            let fence = Fence {
+                id: job.id,
+                attempt: job.attempt,
+                worker_id: self.shared.worker_id(),
+            };
+            if let Err(err) = store::attempt::release(&self.shared.pool, fence).await {
+                tracing::warn!(job = %job.id, error = %err, "could not release an unstarted job");
+            }
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::store;
-use crate::worker::{JobOutcome, Shared, executor};
+use crate::worker::{JobOutcome, Shared, WorkerEvent, executor};
 
 /// The most attempts one drain runs, so that a job that retries at once forever still ends it.
 ///
@@ -49,7 +49,6 @@ pub struct DrainedJob {
 /// Claims one due job at a time, in priority order across the queues, and runs it to its end.
 pub(crate) async fn drain(shared: Arc<Shared>) -> Result<Vec<DrainedJob>> {
     let mut drained = Vec::new();
-    let lease_ms = i64::try_from(shared.config.lease.as_millis()).unwrap_or(i64::MAX);
     while drained.len() < DRAIN_LIMIT {
         let mut ran = false;
         for queue in &shared.queues {
@@ -57,21 +56,24 @@ pub(crate) async fn drain(shared: Arc<Shared>) -> Result<Vec<DrainedJob>> {
                 &shared.pool,
                 &queue.name,
                 &shared.task_names,
+                &shared.task_leases,
                 1,
                 shared.worker_id(),
-                lease_ms,
             )
             .await?;
-            let leases: Vec<i64> = jobs
-                .iter()
-                .map(|job| shared.handlers[job.task.as_str()].lease_ms)
-                .collect();
-            store::attempt::start(&shared.pool, &jobs, &leases, shared.worker_id()).await?;
+            store::attempt::start(&shared.pool, &jobs, shared.worker_id()).await?;
             for job in jobs {
                 ran = true;
                 let (id, task, attempt) = (job.id, job.task.clone(), job.attempt);
                 let entry = shared.handlers[job.task.as_str()];
-                let (outcome, error) = executor::execute(shared.clone(), job, entry, None).await;
+                let state = executor::attempt_state(&shared, &job, true);
+                shared.emit(WorkerEvent::JobStarted {
+                    id,
+                    task: task.clone(),
+                    attempt,
+                });
+                let (outcome, error) =
+                    executor::execute(shared.clone(), job, entry, state, None).await;
                 drained.push(DrainedJob {
                     id,
                     task,

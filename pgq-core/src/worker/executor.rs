@@ -14,31 +14,38 @@ use crate::store::attempt::{ClaimedJob, Failure, Fence};
 use crate::store::tick::Held;
 use crate::task_error::{TaskAction, TaskError, truncate_error};
 use crate::worker::dispatcher::{PendingCompletion, Slot};
-use crate::worker::{JobOutcome, Running, Shared, TaskEntry, WorkerEvent};
+use crate::worker::{Active, JobOutcome, Running, Shared, TaskEntry, WorkerEvent};
+
+/// The live state of a claimed job's attempt; `confirmed` when its `running` write has landed.
+pub(crate) fn attempt_state(
+    shared: &Shared,
+    job: &ClaimedJob,
+    confirmed: bool,
+) -> Arc<AttemptState> {
+    let backend = Backend::Database {
+        client: shared.client.clone(),
+        worker_id: shared.worker_id().to_owned(),
+    };
+    if confirmed {
+        AttemptState::new(job.id, job.attempt, backend)
+    } else {
+        AttemptState::unconfirmed(job.id, job.attempt, backend)
+    }
+}
 
 /// Runs one attempt and records its outcome; returns the outcome and the attempt's error.
-/// Under a dispatcher (`slot`), the slot frees as soon as the handler returns and a success is
+/// Under a dispatcher (`slot`), the slot frees as soon as the handler returns, and a success is
 /// written by the dispatcher's next tick; without one (a drain), outcomes are written here.
+/// Nothing is written before the attempt's `running` write has landed.
 pub(crate) async fn execute(
     shared: Arc<Shared>,
     job: ClaimedJob,
     entry: TaskEntry,
+    state: Arc<AttemptState>,
     slot: Option<Slot>,
 ) -> (JobOutcome, Option<String>) {
     let (id, attempt) = (job.id, job.attempt);
-    shared.emit(WorkerEvent::JobStarted {
-        id,
-        task: job.task.clone(),
-        attempt,
-    });
-    let state = AttemptState::new(
-        id,
-        attempt,
-        Backend::Database {
-            client: shared.client.clone(),
-            worker_id: shared.worker_id().to_owned(),
-        },
-    );
+    let (permit, active) = slot.map(|s| (s.permit, s.active)).unzip();
     let ctx = JobContext::new(
         job.task.clone(),
         job.queue.clone(),
@@ -68,9 +75,16 @@ pub(crate) async fn execute(
     if let Ok(mut running) = shared.running.lock() {
         running.remove(&id);
     }
-    state.flush().await;
-
-    let (recorded, error) = record(&shared, &state, &job.queue, result, slot, entry).await;
+    if let Some(active) = &active {
+        drop(permit);
+        active.queue().handler_returned();
+    }
+    let (recorded, error) = if state.started().await {
+        state.flush().await;
+        record(&shared, &state, &job.queue, result, active.as_ref()).await
+    } else {
+        (Ok(None), None)
+    };
     let outcome = match recorded {
         Ok(Some(outcome)) => outcome,
         Ok(None) => {
@@ -101,8 +115,7 @@ async fn record(
     state: &AttemptState,
     queue: &str,
     result: std::result::Result<std::result::Result<(), TaskError>, JoinError>,
-    slot: Option<Slot>,
-    entry: TaskEntry,
+    active: Option<&Active>,
 ) -> Recorded {
     // The fence decides: an expired lease nobody took over still lets this attempt finish.
     let fence = state.fence().expect("a worker's attempt has a fence");
@@ -127,7 +140,7 @@ async fn record(
         );
     }
     match result {
-        Ok(Ok(())) => (complete(shared, fence, slot, entry).await, None),
+        Ok(Ok(())) => (complete(shared, fence, active).await, None),
         Ok(Err(err)) => record_failure(shared, queue, fence, &err).await,
         Err(join) if join.is_panic() => {
             let err = TaskError::retry(format_args!(
@@ -150,23 +163,18 @@ async fn record(
 async fn complete(
     shared: &Shared,
     fence: Fence<'_>,
-    slot: Option<Slot>,
-    entry: TaskEntry,
+    active: Option<&Active>,
 ) -> Result<Option<JobOutcome>> {
     let outcome = |held: bool| held.then_some(JobOutcome::Completed);
-    if let Some(Slot { queue, permit }) = slot {
+    if let Some(active) = active {
         let (done, written) = oneshot::channel();
-        queue.push_completion(PendingCompletion {
+        active.queue().push_completion(PendingCompletion {
             held: Held {
                 id: fence.id,
                 attempt: fence.attempt,
-                lease_ms: entry.lease_ms,
             },
             done,
         });
-        // The handler is done: its slot can take the next job while the completion is written.
-        drop(permit);
-        queue.completed.notify_one();
         if let Ok(held) = written.await {
             return Ok(outcome(held));
         }

@@ -15,6 +15,7 @@ mod renewer;
 mod signal;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -86,9 +87,13 @@ pub(crate) struct Shared {
     /// A small pool of its own for lease renewal and maintenance, so that handlers holding
     /// every connection of the main pool cannot starve them.
     pub(crate) upkeep_pool: PgPool,
+    /// The dispatchers' connections; see [`dispatch_pool`].
+    pub(crate) dispatch_pool: PgPool,
     pub(crate) config: WorkerConfig,
     pub(crate) handlers: HashMap<&'static str, TaskEntry>,
     pub(crate) task_names: Vec<&'static str>,
+    /// Each task's lease, in the order of `task_names`.
+    pub(crate) task_leases: Vec<i64>,
     pub(crate) queues: Vec<Arc<QueueSlots>>,
     pub(crate) state: Arc<StateMap>,
     /// Attempts in flight: renewed, cancellable, and aborted at shutdown after the grace period.
@@ -119,10 +124,15 @@ pub(crate) struct Running {
 pub(crate) struct QueueSlots {
     pub(crate) name: String,
     pub(crate) concurrency: usize,
+    /// One permit per handler running.
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) wake: Notify,
     completions: Mutex<Vec<PendingCompletion>>,
-    /// Signalled when a completion is waiting.
+    /// Attempts the dispatcher started whose executor has not ended.
+    active: AtomicUsize,
+    /// Handlers that returned since the dispatcher last claimed.
+    returned: AtomicUsize,
+    /// Signalled when a completion is waiting, a handler returned, or an executor ended.
     pub(crate) completed: Notify,
 }
 
@@ -134,8 +144,38 @@ impl QueueSlots {
             slots: Arc::new(Semaphore::new(concurrency)),
             wake: Notify::new(),
             completions: Mutex::new(Vec::new()),
+            active: AtomicUsize::new(0),
+            returned: AtomicUsize::new(0),
             completed: Notify::new(),
         }
+    }
+
+    /// Counts an attempt as active until the returned guard drops.
+    pub(crate) fn enter(self: &Arc<Self>) -> Active {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        Active {
+            queue: self.clone(),
+        }
+    }
+
+    pub(crate) fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// A handler returned: its slot is free for the next job.
+    pub(crate) fn handler_returned(&self) {
+        self.returned.fetch_add(1, Ordering::SeqCst);
+        self.completed.notify_one();
+    }
+
+    /// How many handlers returned since the last call.
+    pub(crate) fn take_returned(&self) -> usize {
+        self.returned.swap(0, Ordering::SeqCst)
+    }
+
+    /// Handlers running now.
+    pub(crate) fn running(&self) -> usize {
+        self.concurrency - self.slots.available_permits().min(self.concurrency)
     }
 
     pub(crate) fn push_completion(&self, completion: PendingCompletion) {
@@ -158,12 +198,24 @@ impl QueueSlots {
             *completions = returned;
         }
     }
+}
 
-    pub(crate) fn completions_empty(&self) -> bool {
-        self.completions
-            .lock()
-            .map(|c| c.is_empty())
-            .unwrap_or(true)
+/// An attempt started by a dispatcher, counted until its executor ends.
+#[derive(Debug)]
+pub(crate) struct Active {
+    queue: Arc<QueueSlots>,
+}
+
+impl Active {
+    pub(crate) fn queue(&self) -> &QueueSlots {
+        &self.queue
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.queue.active.fetch_sub(1, Ordering::SeqCst);
+        self.queue.completed.notify_one();
     }
 }
 
@@ -222,6 +274,11 @@ impl Worker {
             .collect();
         let mut task_names: Vec<_> = handlers.keys().copied().collect();
         task_names.sort_unstable();
+        let task_leases = task_names
+            .iter()
+            .map(|name| handlers[name].lease_ms)
+            .collect();
+        let dispatch_pool = dispatch_pool(client.pool(), queues_len(&config));
         let upkeep_pool = PgPoolOptions::new()
             .max_connections(UPKEEP_CONNECTIONS)
             .test_before_acquire(false)
@@ -230,9 +287,11 @@ impl Worker {
             pool: client.pool().clone(),
             client,
             upkeep_pool,
+            dispatch_pool,
             config,
             handlers,
             task_names,
+            task_leases,
             queues,
             state: Arc::new(state),
             running: Mutex::new(HashMap::new()),
@@ -326,6 +385,7 @@ impl Worker {
     pub async fn drain(self) -> Result<Vec<DrainedJob>> {
         let drained = drain::drain(self.shared.clone()).await;
         self.shared.upkeep_pool.close().await;
+        self.shared.dispatch_pool.close().await;
         drained
     }
 
@@ -469,6 +529,28 @@ async fn supervise(shared: Arc<Shared>) {
         let _ = upkeep.await;
     }
     shared.upkeep_pool.close().await;
+    shared.dispatch_pool.close().await;
+}
+
+fn queues_len(config: &WorkerConfig) -> usize {
+    config.queues.len()
+}
+
+/// The dispatchers' own connections, two per queue (a tick may be in flight while the next is
+/// sent), committing without waiting for the WAL flush: a claim, a start or a completion that a
+/// PostgreSQL crash loses leaves its job held, and the rescuer runs it again once the lease runs
+/// out — at least once, as for a worker crash. Everything else, enqueues and the outcomes the
+/// executors write themselves (failures, cancellations, releases) included, commits durably.
+fn dispatch_pool(pool: &PgPool, queues: usize) -> PgPool {
+    let options = pool
+        .connect_options()
+        .as_ref()
+        .clone()
+        .options([("synchronous_commit", "off")]);
+    PgPoolOptions::new()
+        .max_connections(u32::try_from(queues * dispatcher::TICKS_IN_FLIGHT).unwrap_or(u32::MAX))
+        .test_before_acquire(false)
+        .connect_lazy_with(options)
 }
 
 /// How long shutdown waits, after aborting handlers past the grace period, for their jobs to be

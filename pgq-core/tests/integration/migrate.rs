@@ -10,7 +10,7 @@ async fn migrating_twice_changes_nothing() {
         .fetch_one(db.pool())
         .await
         .unwrap();
-    assert_eq!(applied, 1);
+    assert_eq!(applied, 2);
 }
 
 #[tokio::test]
@@ -108,6 +108,7 @@ async fn the_jobs_table_has_every_column_and_index() {
         "started_at",
         "completed_at",
         "updated_at",
+        "phase",
     ];
     expected.sort();
     assert_eq!(columns, expected);
@@ -125,7 +126,7 @@ async fn the_jobs_table_has_every_column_and_index() {
             .map(|row| row.get("indexdef"))
             .unwrap_or_else(|| panic!("index {name} missing"))
     };
-    assert!(def("jobs_claim_idx").contains("WHERE (status = 'pending'::text)"));
+    assert!(def("jobs_claim_idx").contains("WHERE (phase = 0)"));
     assert!(def("jobs_unique_key_idx").starts_with("CREATE UNIQUE INDEX"));
     assert!(def("jobs_lease_idx").contains("lease_expires_at"));
 }
