@@ -29,3 +29,19 @@ CREATE INDEX jobs_lease_idx ON pgq.jobs (lease_expires_at) WHERE phase = 1;
 
 -- Retention: finished jobs by age.
 CREATE INDEX jobs_finished_idx ON pgq.jobs (completed_at) WHERE phase = 2;
+
+-- The state machine's allowed moves, checked in the trigger's WHEN clause: the function (which
+-- refuses the move) runs only for a move that is not allowed, so the legal updates of every
+-- claim, start and completion cost no PL/pgSQL call.
+DROP TRIGGER jobs_guard_update ON pgq.jobs;
+CREATE TRIGGER jobs_guard_update BEFORE UPDATE ON pgq.jobs
+    FOR EACH ROW WHEN (NOT (
+        (OLD.status = NEW.status AND OLD.status IN ('pending', 'claimed', 'running'))
+        OR (OLD.status, NEW.status) IN (
+            ('pending', 'claimed'), ('pending', 'cancelled'),
+            ('claimed', 'running'), ('claimed', 'pending'), ('claimed', 'failed'),
+            ('claimed', 'cancelled'),
+            ('running', 'completed'), ('running', 'failed'), ('running', 'cancelled'),
+            ('running', 'pending'),
+            ('failed', 'pending'), ('cancelled', 'pending'))))
+    EXECUTE FUNCTION pgq.guard_transition();

@@ -536,8 +536,7 @@ fn queues_len(config: &WorkerConfig) -> usize {
     config.queues.len()
 }
 
-/// The dispatchers' own connections, two per queue (a tick may be in flight while the next is
-/// sent), committing without waiting for the WAL flush: a claim, a start or a completion that a
+/// The dispatchers' own connections, one per tick a queue may have in flight, committing without waiting for the WAL flush: a claim, a start or a completion that a
 /// PostgreSQL crash loses leaves its job held, and the rescuer runs it again once the lease runs
 /// out — at least once, as for a worker crash. Everything else, enqueues and the outcomes the
 /// executors write themselves (failures, cancellations, releases) included, commits durably.
