@@ -22,7 +22,7 @@ use crate::worker::{TaskEntry, Worker};
 /// assert_eq!(pgq_core::DEFAULT_POLL_INTERVAL, Duration::from_secs(1));
 /// ```
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
-/// How many jobs one claim statement takes at most.
+/// How many jobs one claim statement takes at most: see [`WorkerBuilder::batch_size`].
 ///
 /// ```
 /// assert_eq!(pgq_core::DEFAULT_BATCH_SIZE, 256);
@@ -189,13 +189,15 @@ impl WorkerBuilder {
         self
     }
 
-    /// How many jobs one claim takes at most (default 16); never more than free slots.
+    /// How many jobs one claim takes at most (default [`DEFAULT_BATCH_SIZE`]). A claim asks for
+    /// the free slots plus the slots that freed since the last claim, so only queues of quick
+    /// jobs reach it; a worker holds at most this many claimed jobs beyond those running.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
     /// let worker = pgq_core::Worker::builder(client)
-    ///     .queue("thumbnails", 64)
-    ///     .batch_size(64) // many tiny jobs: fewer claim statements
+    ///     .queue("reports", 4)
+    ///     .batch_size(1) // hold at most one report beyond the four running
     ///     .build()?;
     /// # Ok(()) }
     /// ```
