@@ -22,7 +22,9 @@ use crate::job_id::JobId;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WorkerEvent {
-    /// A handler started an attempt.
+    /// An attempt is running: its handler started and the job is `running` in the table. An
+    /// attempt whose `running` write was refused sends only [`JobFinished`](Self::JobFinished),
+    /// with `LeaseLost`.
     JobStarted {
         /// The job.
         id: JobId,
