@@ -154,6 +154,16 @@ impl AttemptState {
         }
     }
 
+    /// Where the `running` write stands now.
+    pub(crate) fn start_status(&self) -> Start {
+        *self.start.borrow()
+    }
+
+    /// Whether progress was reported that is not written yet.
+    pub(crate) fn has_unwritten_progress(&self) -> bool {
+        self.progress.lock().map(|p| p.dirty).unwrap_or(false)
+    }
+
     /// Waits for the `running` write; true when the job runs under this attempt.
     pub(crate) async fn started(&self) -> bool {
         let mut start = self.start.subscribe();

@@ -27,6 +27,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "0002_in_place_start.sql",
         sql: include_str!("../../migrations/0002_in_place_start.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_cheaper_guards.sql",
+        sql: include_str!("../../migrations/0003_cheaper_guards.sql"),
+    },
 ];
 
 /// The advisory lock taken while migrating ("pgq_migr" in ASCII).

@@ -21,20 +21,24 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::attempt::AttemptState;
+use crate::attempt::{AttemptState, Start};
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::store;
 use crate::store::attempt::{ClaimedJob, Fence};
 use crate::store::tick::{Held, TickRequest, TickResult};
-use crate::worker::{Active, QueueSlots, Shared, WorkerEvent, executor};
+use crate::worker::{Active, JobOutcome, QueueSlots, Shared, WorkerEvent, executor};
 
 /// Ticks one dispatcher may have in flight.
 pub(crate) const TICKS_IN_FLIGHT: usize = 3;
+
+/// Round trips' worth of jobs claims fetch ahead, so that one claim is in flight while the jobs
+/// of the last are written: the database then works on two statements at once.
+const CLAIMS_AHEAD: usize = 2;
 
 /// How long a tick waits for handlers in flight to return, so that their writes share it.
 const COALESCE_WINDOW: Duration = Duration::from_millis(1);
@@ -46,11 +50,14 @@ pub(crate) struct Slot {
     pub(crate) active: Active,
 }
 
-/// A finished attempt waiting for a tick to write its completion; told whether the fence held.
+/// A successful attempt waiting for a tick to write its completion, which goes once its
+/// `running` write has landed. It counts as active until the tick reports its outcome.
 #[derive(Debug)]
 pub(crate) struct PendingCompletion {
     pub(crate) held: Held,
-    pub(crate) done: oneshot::Sender<bool>,
+    pub(crate) task: String,
+    pub(crate) state: Arc<AttemptState>,
+    pub(crate) active: Active,
 }
 
 /// A job whose handler started; its `running` write goes with the next tick.
@@ -78,10 +85,17 @@ struct Dispatcher {
     claimed: VecDeque<ClaimedJob>,
     /// Started since the last tick was sent.
     starting: Vec<Starting>,
+    /// Successes whose `running` write has landed: the next tick completes them.
+    completing: Vec<PendingCompletion>,
+    /// Successes whose `running` write is still in flight.
+    awaiting_start: Vec<PendingCompletion>,
     /// Jobs asked for by ticks in flight.
     asking: usize,
-    /// Slots that freed since the last claim was sent.
+    /// Handlers that returned since the last claim was sent.
     turnover: usize,
+    /// [`turnover`](Self::turnover) when the last claim was sent: what one claim's round trip
+    /// used up.
+    pace: usize,
     /// Whether more jobs may be due: false after a claim came back short, until a wake-up.
     maybe_more: bool,
     /// Wake-ups (notifications, polls) so far: one that arrives while a claim is in flight may
@@ -98,33 +112,44 @@ pub(crate) async fn dispatch(shared: Arc<Shared>, queue: Arc<QueueSlots>) {
         queue,
         claimed: VecDeque::new(),
         starting: Vec::new(),
+        completing: Vec::new(),
+        awaiting_start: Vec::new(),
         asking: 0,
         turnover: 0,
+        pace: 0,
         // Look at once on start: jobs may be waiting already.
         maybe_more: true,
         wakeups: 0,
     };
     let mut in_flight: FuturesUnordered<JoinHandle<Sent>> = FuturesUnordered::new();
+    // One timer for the whole loop: each new timer that is the runtime's earliest wakes its
+    // driver thread, which at thousands of iterations a second costs more than the jobs.
+    let poll = tokio::time::sleep_until(d.next_poll);
+    tokio::pin!(poll);
     loop {
         let stop = *stopping.borrow();
+        d.turnover += d.queue.take_returned();
+        d.gather_completions();
         if stop {
             d.release_claimed().await;
         } else {
             d.start_claimed();
-            d.coalesce().await;
         }
-        if in_flight.len() < TICKS_IN_FLIGHT
-            && let Some(tick) = d.send_tick(stop)
-        {
-            in_flight.push(tick);
+        if in_flight.len() < TICKS_IN_FLIGHT && d.tick_due(stop) {
+            if !stop {
+                d.coalesce().await;
+            }
+            in_flight.push(d.send_tick(stop));
             continue;
         }
         if stop && in_flight.is_empty() && d.queue.active() == 0 {
             // Every handler has returned and every outcome is written: done.
             return;
         }
+        if poll.deadline() != d.next_poll {
+            poll.as_mut().reset(d.next_poll);
+        }
         let queue = d.queue.clone();
-        let look_for_slot = !stop && (!d.claimed.is_empty() || d.maybe_more);
         tokio::select! {
             Some(sent) = in_flight.next(), if !in_flight.is_empty() => {
                 if let Ok(sent) = sent {
@@ -132,12 +157,13 @@ pub(crate) async fn dispatch(shared: Arc<Shared>, queue: Arc<QueueSlots>) {
                 }
             }
             _ = queue.wake.notified() => d.woken(),
+            // A handler returned, the first completion of a batch is waiting, or the last
+            // active attempt ended.
             _ = queue.completed.notified() => {}
-            _ = tokio::time::sleep_until(d.next_poll) => {
+            _ = &mut poll => {
                 d.woken();
                 d.next_poll = Instant::now() + d.shared.config.poll_interval;
             }
-            permit = queue.slots.clone().acquire_owned(), if look_for_slot => drop(permit),
             _ = stopping.wait_for(|stop| *stop), if !stop => {}
         }
     }
@@ -197,22 +223,53 @@ impl Dispatcher {
         }
     }
 
-    /// Sends a tick if there is anything to write or to claim.
-    fn send_tick(&mut self, stop: bool) -> Option<JoinHandle<Sent>> {
-        self.turnover += self.queue.take_returned();
-        let want = if stop || !self.maybe_more {
-            0
-        } else {
-            let free = self.queue.slots.available_permits();
-            (free + self.turnover)
-                .min(self.shared.config.batch_size)
-                .saturating_sub(self.claimed.len() + self.asking)
-        };
-        let completions = self.queue.take_completions();
-        if completions.is_empty() && self.starting.is_empty() && want == 0 {
-            return None;
+    /// Jobs the next claim asks for. The worker holds (buffered or asked for) the free slots
+    /// plus what [`CLAIMS_AHEAD`] round trips use up, as the handlers that returned during the
+    /// last one tell; each claim asks for at most the batch size.
+    fn want(&self, stop: bool) -> usize {
+        if stop || !self.maybe_more {
+            return 0;
         }
+        let batch = self.shared.config.batch_size;
+        let free = self.queue.slots.available_permits();
+        let per_round_trip = self.turnover.max(self.pace).min(batch);
+        (free + CLAIMS_AHEAD * per_round_trip)
+            .min(CLAIMS_AHEAD * batch)
+            .saturating_sub(self.claimed.len() + self.asking)
+            .min(batch)
+    }
+
+    /// Whether a tick has anything to write or to claim.
+    fn tick_due(&self, stop: bool) -> bool {
+        !self.starting.is_empty() || !self.completing.is_empty() || self.want(stop) > 0
+    }
+
+    /// Takes the successes handed over since the last look: those whose `running` write has
+    /// landed go with the next tick; those refused it were never this attempt's to complete.
+    fn gather_completions(&mut self) {
+        let mut handed = self.queue.take_completions();
+        if handed.is_empty() && self.awaiting_start.is_empty() {
+            return;
+        }
+        handed.append(&mut self.awaiting_start);
+        let mut refused = Vec::new();
+        for completion in handed {
+            match completion.state.start_status() {
+                Start::Confirmed => self.completing.push(completion),
+                Start::Unconfirmed => self.awaiting_start.push(completion),
+                Start::Refused => refused.push(completion),
+            }
+        }
+        self.report_completions(refused, Vec::new());
+    }
+
+    /// Sends a tick with everything there is to write, and a claim if slots want one.
+    fn send_tick(&mut self, stop: bool) -> JoinHandle<Sent> {
+        self.turnover += self.queue.take_returned();
+        let want = self.want(stop);
+        let completions = std::mem::take(&mut self.completing);
         if want > 0 {
+            self.pace = self.turnover;
             self.turnover = 0;
             self.asking += want;
             self.next_poll = Instant::now() + self.shared.config.poll_interval;
@@ -221,7 +278,7 @@ impl Dispatcher {
         let wakeups = self.wakeups;
         let shared = self.shared.clone();
         let queue = self.queue.clone();
-        Some(tokio::spawn(async move {
+        tokio::spawn(async move {
             let complete: Vec<Held> = completions.iter().map(|c| c.held).collect();
             let start: Vec<Held> = starting.iter().map(|s| s.held).collect();
             let request = TickRequest {
@@ -245,7 +302,7 @@ impl Dispatcher {
                 wakeups,
                 result,
             }
-        }))
+        })
     }
 
     /// Tells waiting attempts what the tick wrote, and queues what it claimed.
@@ -255,18 +312,14 @@ impl Dispatcher {
             Ok(result) => result,
             Err(_) => {
                 // Nothing was written: everything goes with a later tick.
-                self.queue.return_completions(sent.completions);
+                self.completing.extend(sent.completions);
                 let mut starting = sent.starting;
                 starting.append(&mut self.starting);
                 self.starting = starting;
                 return;
             }
         };
-        let completed: HashSet<JobId> = result.completed.into_iter().collect();
-        for completion in sent.completions {
-            let held = completed.contains(&completion.held.id);
-            let _ = completion.done.send(held);
-        }
+        self.report_completions(sent.completions, result.completed);
         let started: HashSet<JobId> = result.started.into_iter().collect();
         for starting in sent.starting {
             let held = started.contains(&starting.held.id);
@@ -293,6 +346,44 @@ impl Dispatcher {
             // The queue ran dry: wait for a wake-up, and start small again.
             self.maybe_more = false;
             self.turnover = 0;
+            self.pace = 0;
+        }
+    }
+
+    /// Reports the outcome of the completions a tick wrote (`written`) or found fenced off.
+    fn report_completions(&self, completions: Vec<PendingCompletion>, written: Vec<JobId>) {
+        if completions.is_empty() {
+            return;
+        }
+        let written: HashSet<JobId> = written.into_iter().collect();
+        let outcome = |c: &PendingCompletion| {
+            if written.contains(&c.held.id) {
+                JobOutcome::Completed
+            } else {
+                JobOutcome::LeaseLost
+            }
+        };
+        // One stats update per tick, not per job: every update wakes whoever watches them.
+        self.shared.stats.send_modify(|stats| {
+            for completion in &completions {
+                stats.count(outcome(completion));
+            }
+        });
+        for completion in completions {
+            let outcome = outcome(&completion);
+            let Held { id, attempt } = completion.held;
+            if outcome == JobOutcome::LeaseLost {
+                tracing::warn!(job = %id, attempt, "lease lost: another attempt owns the job; result dropped");
+            }
+            self.shared.emit(WorkerEvent::JobFinished {
+                id,
+                task: completion.task,
+                attempt,
+                outcome,
+                error: None,
+            });
+            // Reported: a stopping worker no longer waits for it.
+            drop(completion.active);
         }
     }
 

@@ -72,8 +72,12 @@ pub(crate) async fn drain(shared: Arc<Shared>) -> Result<Vec<DrainedJob>> {
                     task: task.clone(),
                     attempt,
                 });
-                let (outcome, error) =
-                    executor::execute(shared.clone(), job, entry, state, None).await;
+                // Without a dispatcher, every outcome is recorded and returned here.
+                let Some((outcome, error)) =
+                    executor::execute(shared.clone(), job, entry, state, None).await
+                else {
+                    continue;
+                };
                 drained.push(DrainedJob {
                     id,
                     task,

@@ -3,7 +3,6 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use tokio::sync::oneshot;
 use tokio::task::JoinError;
 
 use crate::attempt::{AttemptState, Backend};
@@ -14,7 +13,7 @@ use crate::store::attempt::{ClaimedJob, Failure, Fence};
 use crate::store::tick::Held;
 use crate::task_error::{TaskAction, TaskError, truncate_error};
 use crate::worker::dispatcher::{PendingCompletion, Slot};
-use crate::worker::{Active, JobOutcome, Running, Shared, TaskEntry, WorkerEvent};
+use crate::worker::{JobOutcome, Running, Shared, TaskEntry};
 
 /// The live state of a claimed job's attempt; `confirmed` when its `running` write has landed.
 pub(crate) fn attempt_state(
@@ -34,16 +33,17 @@ pub(crate) fn attempt_state(
 }
 
 /// Runs one attempt and records its outcome; returns the outcome and the attempt's error.
-/// Under a dispatcher (`slot`), the slot frees as soon as the handler returns, and a success is
-/// written by the dispatcher's next tick; without one (a drain), outcomes are written here.
-/// Nothing is written before the attempt's `running` write has landed.
+/// Under a dispatcher (`slot`), the slot frees as soon as the handler returns, and a plain
+/// success is handed to the dispatcher, whose next tick writes it and reports it (`None` here);
+/// without one (a drain), outcomes are written here. Nothing is written before the attempt's
+/// `running` write has landed.
 pub(crate) async fn execute(
     shared: Arc<Shared>,
     job: ClaimedJob,
     entry: TaskEntry,
     state: Arc<AttemptState>,
     slot: Option<Slot>,
-) -> (JobOutcome, Option<String>) {
+) -> Option<(JobOutcome, Option<String>)> {
     let (id, attempt) = (job.id, job.attempt);
     let (permit, active) = slot.map(|s| (s.permit, s.active)).unzip();
     let ctx = JobContext::new(
@@ -79,9 +79,27 @@ pub(crate) async fn execute(
         drop(permit);
         active.queue().handler_returned();
     }
+    let plain_success =
+        matches!(result, Ok(Ok(()))) && !state.completed_in_tx() && !state.is_cancel_requested();
+    if let Some(active) = active
+        && plain_success
+    {
+        // Handed to the dispatcher, whose tick writes it once the `running` write has landed.
+        if state.has_unwritten_progress() && state.started().await {
+            state.flush().await;
+        }
+        let queue = active.queue_slots();
+        queue.push_completion(PendingCompletion {
+            held: Held { id, attempt },
+            task: job.task,
+            state,
+            active,
+        });
+        return None;
+    }
     let (recorded, error) = if state.started().await {
         state.flush().await;
-        record(&shared, &state, &job.queue, result, active.as_ref()).await
+        record(&shared, &state, &job.queue, result).await
     } else {
         (Ok(None), None)
     };
@@ -96,15 +114,8 @@ pub(crate) async fn execute(
             JobOutcome::Unrecorded
         }
     };
-    shared.stats.send_modify(|stats| stats.count(outcome));
-    shared.emit(WorkerEvent::JobFinished {
-        id,
-        task: job.task,
-        attempt,
-        outcome,
-        error: error.clone(),
-    });
-    (outcome, error)
+    shared.finished(id, job.task, attempt, outcome, error.clone());
+    Some((outcome, error))
 }
 
 type Recorded = (Result<Option<JobOutcome>>, Option<String>);
@@ -115,7 +126,6 @@ async fn record(
     state: &AttemptState,
     queue: &str,
     result: std::result::Result<std::result::Result<(), TaskError>, JoinError>,
-    active: Option<&Active>,
 ) -> Recorded {
     // The fence decides: an expired lease nobody took over still lets this attempt finish.
     let fence = state.fence().expect("a worker's attempt has a fence");
@@ -140,7 +150,12 @@ async fn record(
         );
     }
     match result {
-        Ok(Ok(())) => (complete(shared, fence, active).await, None),
+        Ok(Ok(())) => (
+            store::attempt::complete(&shared.pool, fence)
+                .await
+                .map(|held| held.then_some(JobOutcome::Completed)),
+            None,
+        ),
         Ok(Err(err)) => record_failure(shared, queue, fence, &err).await,
         Err(join) if join.is_panic() => {
             let err = TaskError::retry(format_args!(
@@ -157,31 +172,6 @@ async fn record(
             None,
         ),
     }
-}
-
-/// Completes through the dispatcher's next tick when there is one, else with a statement here.
-async fn complete(
-    shared: &Shared,
-    fence: Fence<'_>,
-    active: Option<&Active>,
-) -> Result<Option<JobOutcome>> {
-    let outcome = |held: bool| held.then_some(JobOutcome::Completed);
-    if let Some(active) = active {
-        let (done, written) = oneshot::channel();
-        active.queue().push_completion(PendingCompletion {
-            held: Held {
-                id: fence.id,
-                attempt: fence.attempt,
-            },
-            done,
-        });
-        if let Ok(held) = written.await {
-            return Ok(outcome(held));
-        }
-    }
-    store::attempt::complete(&shared.pool, fence)
-        .await
-        .map(outcome)
 }
 
 async fn record_failure(

@@ -178,11 +178,18 @@ impl QueueSlots {
         self.concurrency - self.slots.available_permits().min(self.concurrency)
     }
 
+    /// Queues a success for the next tick; the first of a batch wakes the dispatcher.
     pub(crate) fn push_completion(&self, completion: PendingCompletion) {
-        if let Ok(mut completions) = self.completions.lock() {
-            completions.push(completion);
+        let first = match self.completions.lock() {
+            Ok(mut completions) => {
+                completions.push(completion);
+                completions.len() == 1
+            }
+            Err(_) => true,
+        };
+        if first {
+            self.completed.notify_one();
         }
-        self.completed.notify_one();
     }
 
     pub(crate) fn take_completions(&self) -> Vec<PendingCompletion> {
@@ -190,13 +197,6 @@ impl QueueSlots {
             .lock()
             .map(|mut completions| std::mem::take(&mut *completions))
             .unwrap_or_default()
-    }
-
-    pub(crate) fn return_completions(&self, mut returned: Vec<PendingCompletion>) {
-        if let Ok(mut completions) = self.completions.lock() {
-            returned.append(&mut completions);
-            *completions = returned;
-        }
     }
 }
 
@@ -210,12 +210,18 @@ impl Active {
     pub(crate) fn queue(&self) -> &QueueSlots {
         &self.queue
     }
+
+    pub(crate) fn queue_slots(&self) -> Arc<QueueSlots> {
+        self.queue.clone()
+    }
 }
 
 impl Drop for Active {
     fn drop(&mut self) {
-        self.queue.active.fetch_sub(1, Ordering::SeqCst);
-        self.queue.completed.notify_one();
+        // The last one lets a stopping dispatcher finish.
+        if self.queue.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.queue.completed.notify_one();
+        }
     }
 }
 
@@ -223,6 +229,25 @@ impl Shared {
     pub(crate) fn emit(&self, event: WorkerEvent) {
         // No receiver is fine: events are for whoever listens.
         let _ = self.events.send(event);
+    }
+
+    /// Reports an attempt's end: counted in the stats and sent as an event.
+    pub(crate) fn finished(
+        &self,
+        id: JobId,
+        task: String,
+        attempt: i32,
+        outcome: JobOutcome,
+        error: Option<String>,
+    ) {
+        self.stats.send_modify(|stats| stats.count(outcome));
+        self.emit(WorkerEvent::JobFinished {
+            id,
+            task,
+            attempt,
+            outcome,
+            error,
+        });
     }
 
     pub(crate) fn worker_id(&self) -> &str {

@@ -10,7 +10,7 @@ async fn migrating_twice_changes_nothing() {
         .fetch_one(db.pool())
         .await
         .unwrap();
-    assert_eq!(applied, 2);
+    assert_eq!(applied, 3);
 }
 
 #[tokio::test]
@@ -147,4 +147,45 @@ async fn the_status_check_refuses_unknown_states() {
         .unwrap()
         .into_owned();
     assert_eq!(code, "23514", "{err}");
+}
+
+/// The SQLSTATE of a statement that must fail.
+async fn refused(db: &TestDatabase, sql: &str) -> String {
+    let err = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(db.pool())
+        .await
+        .unwrap_err();
+    err.as_database_error()
+        .unwrap()
+        .code()
+        .unwrap()
+        .into_owned()
+}
+
+#[tokio::test]
+async fn column_bounds_are_enforced_on_insert_and_on_update() {
+    let db = TestDatabase::new().await;
+    for sql in [
+        "INSERT INTO pgq.jobs (task, queue, payload) VALUES ('t', 'no spaces', '{}')",
+        "INSERT INTO pgq.jobs (task, queue, payload) VALUES ('t', repeat('q', 65), '{}')",
+        "INSERT INTO pgq.jobs (task, queue, payload) VALUES ('', 'default', '{}')",
+        "INSERT INTO pgq.jobs (task, queue, payload, priority) VALUES ('t', 'default', '{}', 1001)",
+        "INSERT INTO pgq.jobs (task, queue, payload, unique_key) VALUES ('t', 'default', '{}', '')",
+        "INSERT INTO pgq.jobs (task, queue, payload, errors) VALUES ('t', 'default', '{}', '{}')",
+    ] {
+        assert_eq!(refused(&db, sql).await, "23514", "{sql}");
+    }
+    sqlx::query("INSERT INTO pgq.jobs (task, queue, payload) VALUES ('t', 'a-1.b:c_D', '{}')")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    for sql in [
+        "UPDATE pgq.jobs SET priority = -1",
+        "UPDATE pgq.jobs SET queue = 'quote''s'",
+        "UPDATE pgq.jobs SET max_attempts = 0",
+        "UPDATE pgq.jobs SET current_stage = repeat('s', 1025)",
+        "UPDATE pgq.jobs SET events_count = -1",
+    ] {
+        assert_eq!(refused(&db, sql).await, "23514", "{sql}");
+    }
 }
