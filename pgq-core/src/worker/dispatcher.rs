@@ -36,8 +36,9 @@ use crate::worker::{Active, JobOutcome, QueueSlots, Shared, WorkerEvent, executo
 /// Ticks one dispatcher may have in flight.
 pub(crate) const TICKS_IN_FLIGHT: usize = 3;
 
-/// Round trips' worth of jobs claims fetch ahead, so that one claim is in flight while the jobs
-/// of the last are written: the database then works on two statements at once.
+/// Round trips' worth of jobs claims fetch ahead when jobs return faster than slots free, so
+/// that one claim is in flight while the jobs of the last are written: the database then works
+/// on two statements at once.
 const CLAIMS_AHEAD: usize = 2;
 
 /// How long a tick waits for handlers in flight to return, so that their writes share it.
@@ -233,8 +234,15 @@ impl Dispatcher {
         let batch = self.shared.config.batch_size;
         let free = self.queue.slots.available_permits();
         let per_round_trip = self.turnover.max(self.pace).min(batch);
-        (free + CLAIMS_AHEAD * per_round_trip)
-            .min(CLAIMS_AHEAD * batch)
+        // Only jobs that return faster than slots free claim ahead: slower ones keep claims in
+        // priority order, one at a time.
+        let ahead = if per_round_trip > self.queue.concurrency {
+            CLAIMS_AHEAD
+        } else {
+            1
+        };
+        (free + ahead * per_round_trip)
+            .min(ahead * batch)
             .saturating_sub(self.claimed.len() + self.asking)
             .min(batch)
     }
