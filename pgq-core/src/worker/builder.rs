@@ -190,8 +190,9 @@ impl WorkerBuilder {
     }
 
     /// How many jobs one claim takes at most (default [`DEFAULT_BATCH_SIZE`]). A claim asks for
-    /// the free slots plus the slots that freed since the last claim, so only queues of quick
-    /// jobs reach it; a worker holds at most this many claimed jobs beyond those running.
+    /// the free slots plus what a round trip uses up, so only queues of quick jobs reach it. A
+    /// worker holds at most this many claimed jobs beyond those running, or twice as many when
+    /// more jobs return per round trip than the queue has slots (a second claim in flight).
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
