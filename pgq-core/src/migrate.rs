@@ -32,6 +32,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "0003_cheaper_guards.sql",
         sql: include_str!("../../migrations/0003_cheaper_guards.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_typed_columns.sql",
+        sql: include_str!("../../migrations/0004_typed_columns.sql"),
+    },
 ];
 
 /// The advisory lock taken while migrating ("pgq_migr" in ASCII).

@@ -32,8 +32,6 @@ macro_rules! insert_one {
                 INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, unique_key, run_at)
                 VALUES ($1, $2, $3, $4, $5::jsonb, $6,
                         COALESCE($7, now() + $8 * interval '1 millisecond'))
-                ON CONFLICT (task, unique_key)
-                    WHERE unique_key IS NOT NULL AND phase < 2
                 ",
             $on_conflict,
             "
@@ -46,10 +44,17 @@ macro_rules! insert_one {
     };
 }
 
-const INSERT_ONE: &str = insert_one!("DO NOTHING");
+/// Without a unique key there is nothing to conflict on, and a plain insert skips the
+/// speculative insertion `ON CONFLICT` costs every row.
+const INSERT_ONE: &str = insert_one!("");
+
+const INSERT_ONE_UNIQUE: &str = insert_one!(
+    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2 DO NOTHING"
+);
 
 const REPLACE_ONE: &str = insert_one!(
-    "DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority,
+    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2
+     DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority,
                    run_at = EXCLUDED.run_at, updated_at = now()
      WHERE pgq.jobs.status = 'pending'"
 );
@@ -71,7 +76,11 @@ where
     A: Acquire<'c, Database = Postgres>,
 {
     let mut conn = conn.acquire().await?;
-    let sql = if replace { REPLACE_ONE } else { INSERT_ONE };
+    let sql = match (unique_key, replace) {
+        (None, _) => INSERT_ONE,
+        (Some(_), false) => INSERT_ONE_UNIQUE,
+        (Some(_), true) => REPLACE_ONE,
+    };
     for _ in 0..CONFLICT_ROUNDS {
         let row = sqlx::query(sql)
             .bind(job.task)

@@ -10,7 +10,7 @@ async fn migrating_twice_changes_nothing() {
         .fetch_one(db.pool())
         .await
         .unwrap();
-    assert_eq!(applied, 3);
+    assert_eq!(applied, 4);
 }
 
 #[tokio::test]
