@@ -11,6 +11,7 @@ use crate::enqueue::{self, DEFAULT_MAX_PAYLOAD_BYTES, EnqueueOptions, Enqueued};
 use crate::error::Result;
 use crate::job::Job;
 use crate::job_id::JobId;
+use crate::kept_connection::KeptConnection;
 use crate::maintenance::cleaner::{self, Retention};
 use crate::maintenance::rescuer;
 use crate::stats::QueueStats;
@@ -56,6 +57,7 @@ pub struct Client {
     pool: PgPool,
     max_payload_bytes: usize,
     wakeups: Arc<Wakeups>,
+    kept: Arc<KeptConnection>,
 }
 
 impl Client {
@@ -95,6 +97,7 @@ impl Client {
             pool,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             wakeups: Arc::default(),
+            kept: Arc::default(),
         }
     }
 
@@ -190,15 +193,18 @@ impl Client {
         let template = enqueue::template::<T>(&options)?;
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
         let wakeup = self.wakeups.enqueue(&self.pool, template.queue);
-        store::enqueue::insert_one(
-            &self.pool,
+        let mut conn = self.kept.acquire(&self.pool).await?;
+        let enqueued = store::enqueue::insert_one(
+            &mut conn,
             &template,
             &task.payload,
             task.unique_key.as_deref(),
             options.replace,
             wakeup.notifies(),
         )
-        .await
+        .await?;
+        conn.keep(&self.pool);
+        Ok(enqueued)
     }
 
     /// Enqueues a task inside the caller's transaction: the job exists if and only if the

@@ -8,6 +8,7 @@ mod error;
 mod handler;
 mod job;
 mod job_id;
+mod kept_connection;
 mod maintenance;
 mod migrate;
 mod queue;

@@ -64,18 +64,14 @@ const FIND_ACTIVE: &str = "SELECT id FROM pgq.jobs
 
 /// Inserts one job, or finds the active job holding its unique key. `notify`: whether the
 /// statement itself wakes idle workers (when due now).
-pub(crate) async fn insert_one<'c, A>(
-    conn: A,
+pub(crate) async fn insert_one(
+    conn: &mut PgConnection,
     job: &JobTemplate<'_>,
     payload: &str,
     unique_key: Option<&str>,
     replace: bool,
     notify: bool,
-) -> Result<Enqueued>
-where
-    A: Acquire<'c, Database = Postgres>,
-{
-    let mut conn = conn.acquire().await?;
+) -> Result<Enqueued> {
     let sql = match (unique_key, replace) {
         (None, _) => INSERT_ONE,
         (Some(_), false) => INSERT_ONE_UNIQUE,
@@ -106,7 +102,7 @@ where
             // DO NOTHING only skips on a unique-key conflict.
             unreachable!("insert without a unique key returned no row");
         };
-        if let Some(id) = find_active(&mut conn, job.task, key).await? {
+        if let Some(id) = find_active(conn, job.task, key).await? {
             return Ok(Enqueued::Duplicate(id));
         }
     }

@@ -301,3 +301,73 @@ async fn a_missing_job_is_none() {
     let db = TestDatabase::new().await;
     assert!(db.client().job(42.into()).await.unwrap().is_none());
 }
+
+/// Enqueues keep a pool connection between calls only while the pool has others to give.
+#[tokio::test]
+async fn an_enqueue_never_keeps_the_last_connection_of_a_pool() {
+    let db = TestDatabase::new().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let client = pgq_core::Client::new(pool.clone());
+    for order_id in 0..3 {
+        client.enqueue(receipt(order_id)).await.unwrap();
+        let conn = tokio::time::timeout(Duration::from_millis(5), pool.acquire()).await;
+        assert!(conn.is_ok(), "the pool's one connection was kept");
+    }
+}
+
+#[tokio::test]
+async fn a_kept_connection_goes_back_when_idle_and_when_the_pool_closes() {
+    let db = TestDatabase::new().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let client = pgq_core::Client::new(pool.clone());
+    client.enqueue(receipt(1)).await.unwrap();
+    // Kept: of two connections, only one is left to take.
+    let first = pool.acquire().await.unwrap();
+    let idle = tokio::time::timeout(Duration::from_secs(5), pool.acquire()).await;
+    assert!(
+        idle.is_ok(),
+        "the kept connection did not go back when idle"
+    );
+    drop((first, idle));
+
+    client.enqueue(receipt(2)).await.unwrap();
+    let closed = tokio::time::timeout(Duration::from_secs(5), pool.close()).await;
+    assert!(closed.is_ok(), "the pool could not close");
+    assert_eq!(count_jobs(&db).await, 2);
+}
+
+#[tokio::test]
+async fn a_failed_enqueue_leaves_a_working_connection_for_the_next() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.enqueue(receipt(1)).await.unwrap();
+    // The kept connection's session dies under it: that enqueue fails, the next one works.
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let mut failures = 0;
+    let mut id = None;
+    for order_id in 2..6 {
+        match client.enqueue(receipt(order_id)).await {
+            Ok(enqueued) => {
+                id = Some(enqueued.id());
+                break;
+            }
+            Err(_) => failures += 1,
+        }
+    }
+    assert!(id.is_some(), "no enqueue worked after {failures} failures");
+    assert!(client.job(id.unwrap()).await.unwrap().is_some());
+}
