@@ -3,6 +3,8 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryScalar;
 use sqlx::{Acquire, PgConnection, Postgres, Row};
 
 use crate::enqueue::Enqueued;
@@ -126,42 +128,80 @@ fn unique_contention(task: &'static str, key: &str) -> Error {
     }
 }
 
+/// A batch statement's values shared by every row ($1 to $6), typed once. A value written to
+/// a domain-typed column is checked against its domain for each row, the columns' defaults
+/// too; values that already have the column's type are not. So the batch's settings and the
+/// defaults of a new row are cast here, in a one-row CTE, and every row reads them from it.
+/// The inserted ids come back as one array: one row to send and decode instead of one a job.
+macro_rules! with_batch_job {
+    ($rest:literal) => {
+        concat!(
+            "WITH job AS MATERIALIZED (
+                SELECT $1::pgq.task_name AS task, $2::pgq.queue_name AS queue,
+                       $3::pgq.priority AS priority, $4::pgq.max_attempts AS max_attempts,
+                       COALESCE($5, now() + $6 * interval '1 millisecond') AS run_at,
+                       'pending'::pgq.job_status AS status, 0::pgq.attempt_count AS attempts,
+                       '[]'::pgq.error_history AS errors, 0::pgq.percent AS progress,
+                       0::pgq.event_count AS events_count
+            ),",
+            $rest,
+            "
+            SELECT coalesce(array_agg(id), '{}') AS ids,
+                   (SELECT count(pg_notify('pgq_insert', $2)) FROM (SELECT 1 FROM inserted
+                    WHERE run_at <= now() LIMIT 1) AS due) AS notified
+            FROM inserted"
+        )
+    };
+}
+
 /// A batch without unique keys: one plain insert. `nextval` runs in input order, so the ids,
 /// sorted, line up with the input.
-const INSERT_MANY: &str = "
-WITH inserted AS (
-    INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, payload, run_at)
-    SELECT nextval('pgq.jobs_id_seq'), $2, $3, $4, $5, t.payload::jsonb,
-           COALESCE($6, now() + $7 * interval '1 millisecond')
-    FROM unnest($1::text[]) WITH ORDINALITY AS t(payload, ord)
-    RETURNING id, run_at
-)
-SELECT id, (SELECT count(pg_notify('pgq_insert', $3)) FROM (SELECT 1 FROM inserted
-            WHERE run_at <= now() LIMIT 1) AS due) AS notified
-FROM inserted";
+const INSERT_MANY: &str = with_batch_job!(
+    "
+    inserted AS (
+        INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, run_at, status, attempts,
+                              errors, progress, events_count, payload)
+        SELECT nextval('pgq.jobs_id_seq'), job.*, t.payload::jsonb
+        FROM job, unnest($7::text[]) WITH ORDINALITY AS t(payload, ord)
+        RETURNING id, run_at
+    )"
+);
 
 /// Ids for a batch with unique keys, drawn up front to tell which rows were inserted.
 const DRAW_IDS: &str = "SELECT nextval('pgq.jobs_id_seq') FROM generate_series(1, $1)";
 
 /// A batch with unique keys (each key once): rows whose key an active job holds are skipped.
-const INSERT_MANY_KEYED: &str = "
-WITH inserted AS (
-    INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, payload, unique_key, run_at)
-    SELECT t.id, $4, $5, $6, $7, t.payload::jsonb, t.unique_key,
-           COALESCE($8, now() + $9 * interval '1 millisecond')
-    FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(id, payload, unique_key)
-    ON CONFLICT (task, unique_key)
-        WHERE unique_key IS NOT NULL AND phase < 2
-        DO NOTHING
-    RETURNING id, run_at
-)
-SELECT id, (SELECT count(pg_notify('pgq_insert', $5)) FROM (SELECT 1 FROM inserted
-            WHERE run_at <= now() LIMIT 1) AS due) AS notified
-FROM inserted";
+const INSERT_MANY_KEYED: &str = with_batch_job!(
+    "
+    inserted AS (
+        INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, run_at, status, attempts,
+                              errors, progress, events_count, payload, unique_key)
+        SELECT t.id, job.*, t.payload::jsonb, t.unique_key
+        FROM job, unnest($7::bigint[], $8::text[], $9::text[]) AS t(id, payload, unique_key)
+        ON CONFLICT (task, unique_key)
+            WHERE unique_key IS NOT NULL AND phase < 2
+            DO NOTHING
+        RETURNING id, run_at
+    )"
+);
 
 const FIND_ACTIVE_MANY: &str = "
 SELECT unique_key, id FROM pgq.jobs
 WHERE task = $1 AND unique_key = ANY($2) AND phase < 2";
+
+/// Binds a batch statement's shared values, $1 to $6 of [`with_batch_job`].
+fn bind_batch_job<'q>(
+    query: QueryScalar<'q, Postgres, Vec<i64>, PgArguments>,
+    job: &JobTemplate<'q>,
+) -> QueryScalar<'q, Postgres, Vec<i64>, PgArguments> {
+    query
+        .bind(job.task)
+        .bind(job.queue)
+        .bind(job.priority)
+        .bind(job.max_attempts)
+        .bind(job.run_at)
+        .bind(job.delay_ms)
+}
 
 /// Inserts many jobs of one task, honouring unique keys (also between tasks of the batch).
 pub(crate) async fn insert_many<'c, A>(
@@ -175,15 +215,9 @@ where
 {
     let mut conn = conn.acquire().await?;
     if unique_keys.iter().all(Option::is_none) {
-        let mut ids: Vec<i64> = sqlx::query_scalar(INSERT_MANY)
+        let mut ids: Vec<i64> = bind_batch_job(sqlx::query_scalar(INSERT_MANY), job)
             .bind(&payloads)
-            .bind(job.task)
-            .bind(job.queue)
-            .bind(job.priority)
-            .bind(job.max_attempts)
-            .bind(job.run_at)
-            .bind(job.delay_ms)
-            .fetch_all(&mut *conn)
+            .fetch_one(&mut *conn)
             .await?;
         ids.sort_unstable();
         return Ok(ids
@@ -217,28 +251,23 @@ where
             .bind(rows.len() as i64)
             .fetch_all(&mut *conn)
             .await?;
-        let inserted: HashSet<i64> = sqlx::query_scalar::<_, i64>(INSERT_MANY_KEYED)
-            .bind(&ids)
-            .bind(
-                rows.iter()
-                    .map(|&i| payloads[i].as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                rows.iter()
-                    .map(|&i| unique_keys[i].as_deref())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(job.task)
-            .bind(job.queue)
-            .bind(job.priority)
-            .bind(job.max_attempts)
-            .bind(job.run_at)
-            .bind(job.delay_ms)
-            .fetch_all(&mut *conn)
-            .await?
-            .into_iter()
-            .collect();
+        let inserted: HashSet<i64> =
+            bind_batch_job(sqlx::query_scalar::<_, Vec<i64>>(INSERT_MANY_KEYED), job)
+                .bind(&ids)
+                .bind(
+                    rows.iter()
+                        .map(|&i| payloads[i].as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    rows.iter()
+                        .map(|&i| unique_keys[i].as_deref())
+                        .collect::<Vec<_>>(),
+                )
+                .fetch_one(&mut *conn)
+                .await?
+                .into_iter()
+                .collect();
         let mut skipped = Vec::new();
         for (&index, &id) in rows.iter().zip(&ids) {
             if inserted.contains(&id) {
