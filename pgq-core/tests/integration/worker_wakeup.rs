@@ -111,3 +111,39 @@ async fn a_burst_of_enqueues_shares_notifications_and_every_job_starts_at_once()
         "{notifications} notifications for 50 enqueues"
     );
 }
+
+/// A task of the wake-up queue that no worker here handles: it stays pending, holding its key.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "wakeup", unique_key = "{key}")]
+struct Holder {
+    key: String,
+}
+
+#[tokio::test]
+async fn a_duplicate_enqueue_never_swallows_a_wake_up_owed_to_an_earlier_job() {
+    let db = TestDatabase::new().await;
+    let window = Duration::from_millis(200);
+    let client = db.client().with_wakeup_window(window);
+    let worker = Worker::builder(client.clone())
+        .queue("wakeup", 2)
+        .poll_interval(POLL)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+
+    let holder = || Holder { key: "k".into() };
+    assert!(!client.enqueue(holder()).await.unwrap().is_duplicate());
+    // Inside the window: this job's notification is left to a later one.
+    let owed = client.enqueue(Wake { n: 1 }).await.unwrap().id();
+    // The window closes; the next enqueue is a duplicate, which writes no row and so notifies
+    // nobody. The notification owed to the job above must still go out.
+    tokio::time::sleep(window).await;
+    assert!(client.enqueue(holder()).await.unwrap().is_duplicate());
+    assert_eq!(
+        support::finished(&mut events, owed).await.0,
+        JobOutcome::Completed
+    );
+    handle.shutdown().await.unwrap();
+}
