@@ -20,8 +20,18 @@ CREATE DOMAIN pgq.percent AS smallint CHECK (VALUE BETWEEN 0 AND 100);
 CREATE DOMAIN pgq.stage AS text CHECK (octet_length(VALUE) <= 1024);
 CREATE DOMAIN pgq.event_count AS integer CHECK (VALUE >= 0);
 
+-- `phase` becomes a plain column that every status change writes along with the status, and
+-- the transition guards check that the two agree: PostgreSQL re-reads a generated column's
+-- expression for every statement that writes the table and computes it for every row written,
+-- whichever columns change. `pgq.phase_of(status)` gives the phase for hand-written SQL.
+CREATE FUNCTION pgq.phase_of(status text) RETURNS smallint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (CASE status WHEN 'pending' THEN 0 WHEN 'claimed' THEN 1 WHEN 'running' THEN 1
+                        ELSE 2 END)::smallint
+$$;
+
 -- A column's type cannot change under a generated column or a trigger condition that reads it:
--- both go, with the indexes on `phase`, and come back unchanged after the rewrite.
+-- both go, with the indexes on `phase`, and come back after the rewrite.
 DROP TRIGGER jobs_bounds ON pgq.jobs;
 DROP FUNCTION pgq.refuse_out_of_bounds();
 DROP TRIGGER jobs_guard_insert ON pgq.jobs;
@@ -50,13 +60,14 @@ ALTER TABLE pgq.jobs
     ALTER COLUMN progress TYPE pgq.percent,
     ALTER COLUMN current_stage TYPE pgq.stage,
     ALTER COLUMN events_count TYPE pgq.event_count,
-    ADD COLUMN phase smallint NOT NULL GENERATED ALWAYS AS (
-        CASE status WHEN 'pending' THEN 0 WHEN 'claimed' THEN 1 WHEN 'running' THEN 1
-                    ELSE 2 END) STORED,
+    ADD COLUMN phase smallint NOT NULL GENERATED ALWAYS AS (pgq.phase_of(status)) STORED,
     -- A job held by a worker always says by whom and until when.
     ADD CONSTRAINT jobs_held_check CHECK (phase <> 1
         OR (worker_id IS NOT NULL AND claimed_at IS NOT NULL AND lease_expires_at IS NOT NULL));
-COMMENT ON COLUMN pgq.jobs.phase IS '0 pending, 1 held (claimed or running), 2 finished';
+ALTER TABLE pgq.jobs ALTER COLUMN phase DROP EXPRESSION;
+ALTER TABLE pgq.jobs ALTER COLUMN phase SET DEFAULT 0;
+COMMENT ON COLUMN pgq.jobs.phase IS
+    '0 pending, 1 held (claimed or running), 2 finished: pgq.phase_of(status), written with it';
 
 CREATE INDEX jobs_claim_idx ON pgq.jobs (queue, priority DESC, run_at, id) WHERE phase = 0;
 CREATE UNIQUE INDEX jobs_unique_key_idx ON pgq.jobs (task, unique_key)
@@ -64,18 +75,37 @@ CREATE UNIQUE INDEX jobs_unique_key_idx ON pgq.jobs (task, unique_key)
 CREATE INDEX jobs_lease_idx ON pgq.jobs (lease_expires_at) WHERE phase = 1;
 CREATE INDEX jobs_finished_idx ON pgq.jobs (completed_at) WHERE phase = 2;
 
+-- Runs only to refuse (the triggers' WHEN clauses hold the rules), and says why.
+CREATE OR REPLACE FUNCTION pgq.guard_transition() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' AND NEW.status <> 'pending' THEN
+        RAISE EXCEPTION 'pgq: a job is inserted as pending, not %', NEW.status
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.phase IS DISTINCT FROM pgq.phase_of(NEW.status) THEN
+        RAISE EXCEPTION 'pgq: job % is % with phase %, not %',
+                NEW.id, NEW.status, NEW.phase, pgq.phase_of(NEW.status)
+            USING ERRCODE = 'check_violation',
+                  HINT = 'Write the phase with the status: phase = pgq.phase_of(status).';
+    END IF;
+    RAISE EXCEPTION 'pgq: job % cannot move from % to %', OLD.id, OLD.status, NEW.status
+        USING ERRCODE = 'check_violation';
+END
+$$;
+
 CREATE TRIGGER jobs_guard_insert BEFORE INSERT ON pgq.jobs
-    FOR EACH ROW WHEN (NEW.status <> 'pending')
+    FOR EACH ROW WHEN (NEW.status <> 'pending' OR NEW.phase <> 0)
     EXECUTE FUNCTION pgq.guard_transition();
 
--- The allowed moves as one array of 'old>new' pairs, same-state updates of active jobs
--- included. PostgreSQL re-reads a trigger's WHEN clause for every statement: the row-list form
--- of 0003 is stored as 15 kB of expression text, this one as 2 kB.
+-- The allowed moves as one array of 'old>new' pairs with the new phase, same-state updates of
+-- active jobs included. PostgreSQL re-reads a trigger's WHEN clause for every statement: the
+-- row-list form of 0003 is stored as 15 kB of expression text, this one as 2 kB.
 CREATE TRIGGER jobs_guard_update AFTER UPDATE ON pgq.jobs
-    FOR EACH ROW WHEN ((OLD.status || '>' || NEW.status) <> ALL ('{
-        pending>claimed, claimed>running, running>completed,
-        claimed>claimed, running>running, pending>pending,
-        pending>cancelled, claimed>pending, claimed>failed, claimed>cancelled,
-        running>failed, running>cancelled, running>pending,
-        failed>pending, cancelled>pending}'::text[]))
+    FOR EACH ROW WHEN ((OLD.status || '>' || NEW.status || NEW.phase::text) <> ALL ('{
+        pending>claimed1, claimed>running1, running>completed2,
+        claimed>claimed1, running>running1, pending>pending0,
+        pending>cancelled2, claimed>pending0, claimed>failed2, claimed>cancelled2,
+        running>failed2, running>cancelled2, running>pending0,
+        failed>pending0, cancelled>pending0}'::text[]))
     EXECUTE FUNCTION pgq.guard_transition();

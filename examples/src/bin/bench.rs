@@ -153,9 +153,9 @@ async fn add_completed_rows(pool: &sqlx::PgPool, count: u64) -> Result<(), sqlx:
         .execute(&mut *tx)
         .await?;
     sqlx::query(
-        "INSERT INTO pgq.jobs (task, queue, payload, status, attempts, worker_id, claimed_at,
-                               started_at, completed_at, progress)
-         SELECT 'Noop', 'bench', jsonb_build_object('n', g), 'completed', 1, 'history',
+        "INSERT INTO pgq.jobs (task, queue, payload, status, phase, attempts, worker_id,
+                               claimed_at, started_at, completed_at, progress)
+         SELECT 'Noop', 'bench', jsonb_build_object('n', g), 'completed', 2, 1, 'history',
                 now(), now(), now(), 100
          FROM generate_series(1, $1) AS g",
     )

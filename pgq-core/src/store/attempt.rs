@@ -36,7 +36,8 @@ WITH next AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE pgq.jobs AS job
-SET status = 'claimed', attempts = job.attempts + 1, worker_id = $4, claimed_at = now(),
+SET status = 'claimed', phase = 1, attempts = job.attempts + 1, worker_id = $4,
+    claimed_at = now(),
     lease_expires_at = now() + ($5::bigint[])[array_position($2, job.task)]
                                * interval '1 millisecond',
     updated_at = now()
@@ -99,7 +100,7 @@ pub(crate) async fn start(pool: &PgPool, jobs: &[ClaimedJob], worker_id: &str) -
 }
 
 const COMPLETE: &str = "
-UPDATE pgq.jobs SET status = 'completed', progress = 100, completed_at = now(),
+UPDATE pgq.jobs SET status = 'completed', phase = 2, progress = 100, completed_at = now(),
     lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'running'";
 
@@ -130,7 +131,7 @@ pub(crate) async fn is_completed(pool: &PgPool, fence: Fence<'_>) -> Result<bool
 }
 
 const CANCELLED: &str = "
-UPDATE pgq.jobs SET status = 'cancelled', completed_at = now(), lease_expires_at = NULL,
+UPDATE pgq.jobs SET status = 'cancelled', phase = 2, completed_at = now(), lease_expires_at = NULL,
     last_error = coalesce($4, last_error), updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'running')";
 
@@ -161,6 +162,8 @@ UPDATE pgq.jobs SET
         WHEN $4 = 'snooze' THEN 'pending'
         WHEN $4 = 'fail' OR attempts >= max_attempts THEN 'failed'
         ELSE 'pending' END,
+    phase = CASE WHEN $4 <> 'snooze' AND ($4 = 'fail' OR attempts >= max_attempts) THEN 2
+                 ELSE 0 END,
     attempts = CASE WHEN $4 = 'snooze' THEN attempts - 1 ELSE attempts END,
     run_at = CASE
         WHEN $4 = 'snooze' THEN now() + $5 * interval '1 millisecond'
@@ -228,7 +231,7 @@ pub(crate) async fn fail(
 }
 
 const RELEASE: &str = "
-UPDATE pgq.jobs SET status = 'pending', attempts = attempts - 1, run_at = now(),
+UPDATE pgq.jobs SET status = 'pending', phase = 0, attempts = attempts - 1, run_at = now(),
     worker_id = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'running')";
 
@@ -244,7 +247,7 @@ pub(crate) async fn release(pool: &PgPool, fence: Fence<'_>) -> Result<bool> {
 }
 
 const RELEASE_WORKER: &str = "
-UPDATE pgq.jobs SET status = 'pending', attempts = attempts - 1, run_at = now(),
+UPDATE pgq.jobs SET status = 'pending', phase = 0, attempts = attempts - 1, run_at = now(),
     worker_id = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE worker_id = $1 AND status IN ('claimed', 'running')
 RETURNING id";

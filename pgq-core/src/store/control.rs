@@ -16,6 +16,7 @@ WITH target AS (
 updated AS (
     UPDATE pgq.jobs AS job SET
         status = CASE WHEN target.status = 'pending' THEN 'cancelled' ELSE job.status END,
+        phase = CASE WHEN target.status = 'pending' THEN 2 ELSE job.phase END,
         completed_at = CASE WHEN target.status = 'pending' THEN now() END,
         cancel_requested_at = coalesce(job.cancel_requested_at, now()),
         updated_at = now()
@@ -70,7 +71,7 @@ pub(crate) async fn cancel(pool: &PgPool, id: JobId) -> Result<Cancellation> {
 }
 
 const RETRY: &str = "
-UPDATE pgq.jobs SET status = 'pending', run_at = now(),
+UPDATE pgq.jobs SET status = 'pending', phase = 0, run_at = now(),
     max_attempts = greatest(max_attempts, least(attempts + 1, 1000)),
     completed_at = NULL, cancel_requested_at = NULL, worker_id = NULL,
     lease_expires_at = NULL, updated_at = now()

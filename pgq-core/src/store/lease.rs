@@ -84,6 +84,7 @@ WITH expired AS (
 )
 UPDATE pgq.jobs AS job SET
     status = CASE WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
+    phase = CASE WHEN job.attempts >= job.max_attempts THEN 2 ELSE 0 END,
     run_at = CASE WHEN job.attempts >= job.max_attempts THEN job.run_at
                   ELSE now() + pgq.default_backoff(job.attempts) END,
     completed_at = CASE WHEN job.attempts >= job.max_attempts THEN now() END,

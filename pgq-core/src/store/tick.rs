@@ -14,7 +14,8 @@ use crate::store::attempt::ClaimedJob;
 const TICK: &str = "
 WITH completed AS (
     UPDATE pgq.jobs AS job
-    SET status = 'completed', progress = 100, completed_at = now(), lease_expires_at = NULL,
+    SET status = 'completed', phase = 2, progress = 100, completed_at = now(),
+        lease_expires_at = NULL,
         updated_at = now()
     FROM unnest($1::bigint[], $2::int[]) AS done(id, attempt)
     WHERE job.id = done.id AND job.attempts = done.attempt AND job.worker_id = $3
@@ -38,7 +39,8 @@ next AS (
 ),
 claimed AS (
     UPDATE pgq.jobs AS job
-    SET status = 'claimed', attempts = job.attempts + 1, worker_id = $3, claimed_at = now(),
+    SET status = 'claimed', phase = 1, attempts = job.attempts + 1, worker_id = $3,
+        claimed_at = now(),
         lease_expires_at = now() + ($9::bigint[])[array_position($7, job.task)]
                                    * interval '1 millisecond',
         updated_at = now()

@@ -129,7 +129,7 @@ async fn expired_jobs(db: &TestDatabase, n: i64, attempts: i32, max_attempts: i3
 /// Moves pending jobs to claimed by `worker`, with a lease ending at `now() <lease>`.
 async fn hold(db: &TestDatabase, ids: &[i64], attempts: i32, worker: &str, lease: &str) {
     let sql = format!(
-        "UPDATE pgq.jobs SET status = 'claimed', attempts = $2, worker_id = $3,
+        "UPDATE pgq.jobs SET status = 'claimed', phase = 1, attempts = $2, worker_id = $3,
              claimed_at = now(), lease_expires_at = now() {lease}
          WHERE id = ANY($1)"
     );

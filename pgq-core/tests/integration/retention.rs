@@ -26,7 +26,8 @@ async fn jobs(db: &TestDatabase, n: i64, status: &str, age: &str) {
         ("end", status),
     ] {
         sqlx::query(
-            "UPDATE pgq.jobs SET status = $2, attempts = 1, worker_id = 'w', claimed_at = now(),
+            "UPDATE pgq.jobs SET status = $2, phase = pgq.phase_of($2), attempts = 1,
+                 worker_id = 'w', claimed_at = now(),
                  lease_expires_at = now(),
                  completed_at = CASE WHEN $3 THEN now() - $4::interval END
              WHERE id = ANY($1)",

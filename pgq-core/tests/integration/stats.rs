@@ -37,7 +37,8 @@ async fn stats_count_by_status_with_lag_and_recent_failures() {
         .id();
     client.cancel(cancelled).await.unwrap();
     sqlx::query(
-        "UPDATE pgq.jobs SET status = 'claimed', attempts = 1, worker_id = 'w', claimed_at = now(),
+        "UPDATE pgq.jobs SET status = 'claimed', phase = 1, attempts = 1, worker_id = 'w',
+             claimed_at = now(),
              lease_expires_at = now() WHERE id = $1",
     )
     .bind(failed.get())
@@ -45,7 +46,7 @@ async fn stats_count_by_status_with_lag_and_recent_failures() {
     .await
     .unwrap();
     sqlx::query(
-        "UPDATE pgq.jobs SET status = 'failed', completed_at = now(), last_error = 'boom',
+        "UPDATE pgq.jobs SET status = 'failed', phase = 2, completed_at = now(), last_error = 'boom',
              errors = pgq.append_error(errors, 1, 'boom', 10)
          WHERE id = $1",
     )

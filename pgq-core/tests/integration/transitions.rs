@@ -53,7 +53,8 @@ async fn job_in(pool: &PgPool, state: &str) -> i64 {
 
 async fn set_status(pool: &PgPool, id: i64, status: &str) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "UPDATE pgq.jobs SET status = $2, worker_id = 'w', claimed_at = now(),
+        "UPDATE pgq.jobs SET status = $2, phase = pgq.phase_of($2), worker_id = 'w',
+             claimed_at = now(),
              lease_expires_at = now() + interval '1 minute'
          WHERE id = $1",
     )
@@ -120,10 +121,49 @@ async fn jobs_are_inserted_as_pending_only() {
 async fn a_held_job_must_name_its_worker_and_lease() {
     let db = TestDatabase::new().await;
     let id = job_in(db.pool(), "pending").await;
-    let err = sqlx::query("UPDATE pgq.jobs SET status = 'claimed' WHERE id = $1")
+    let err = sqlx::query("UPDATE pgq.jobs SET status = 'claimed', phase = 1 WHERE id = $1")
         .bind(id)
         .execute(db.pool())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("check constraint"), "{err}");
+}
+
+#[tokio::test]
+async fn the_phase_is_written_with_the_status_or_refused() {
+    let db = TestDatabase::new().await;
+    let err = sqlx::query(
+        "INSERT INTO pgq.jobs (task, queue, payload, phase) VALUES ('t', 'default', '{}', 1)",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("pending with phase 1, not 0"),
+        "{err}"
+    );
+
+    let id = job_in(db.pool(), "pending").await;
+    for (status, phase) in [("claimed", 0), ("pending", 1), ("cancelled", 0)] {
+        let err = sqlx::query(
+            "UPDATE pgq.jobs SET status = $2, phase = $3, worker_id = 'w', claimed_at = now(),
+                 lease_expires_at = now() + interval '1 minute'
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(status)
+        .bind(phase as i16)
+        .execute(db.pool())
+        .await
+        .unwrap_err();
+        let code = err
+            .as_database_error()
+            .and_then(|e| e.code())
+            .unwrap_or_default()
+            .into_owned();
+        assert_eq!(code, "23514", "{status} with phase {phase}: {err}");
+        assert!(err.to_string().contains("with phase"), "{err}");
+    }
+    // Written together, the same move is accepted.
+    set_status(db.pool(), id, "claimed").await.unwrap();
 }

@@ -34,7 +34,8 @@ async fn count_jobs(db: &TestDatabase) -> i64 {
 async fn set_status(db: &TestDatabase, id: pgq_core::JobId, path: &[&str]) {
     for status in path {
         sqlx::query(
-            "UPDATE pgq.jobs SET status = $2, worker_id = 'w', claimed_at = now(),
+            "UPDATE pgq.jobs SET status = $2, phase = pgq.phase_of($2), worker_id = 'w',
+                 claimed_at = now(),
                  lease_expires_at = now() + interval '1 minute' WHERE id = $1",
         )
         .bind(id.get())
