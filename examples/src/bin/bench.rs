@@ -183,7 +183,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
         .execute(&mut admin)
         .await?;
-    let result = run(&s, server.clone().database(&name)).await;
+    // On a worker thread, as an application's request handlers run: a future polled by
+    // `block_on` on the main thread is woken from a worker thread after every round trip.
+    let options = server.clone().database(&name);
+    let result = tokio::spawn(async move { run(&s, options).await.map_err(|e| e.to_string()) })
+        .await?
+        .map_err(Into::into);
     sqlx::raw_sql(AssertSqlSafe(format!(
         "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
     )))
