@@ -282,9 +282,12 @@ async fn run(s: &Settings, options: PgConnectOptions) -> Result<(), Box<dyn std:
             .collect()
     };
     latencies.sort_by(f64::total_cmp);
-    let quantile = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
-    println!("latency_p50_ms {:.2}", quantile(0.50));
-    println!("latency_p99_ms {:.2}", quantile(0.99));
+    // `--latency 0` measures none.
+    if !latencies.is_empty() {
+        let quantile = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+        println!("latency_p50_ms {:.2}", quantile(0.50));
+        println!("latency_p99_ms {:.2}", quantile(0.99));
+    }
     if let Some(mib) = peak_rss_mib() {
         println!("peak_rss_mib {mib:.1}");
     }
