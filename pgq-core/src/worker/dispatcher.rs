@@ -30,6 +30,7 @@ use crate::error::Result;
 use crate::job_id::JobId;
 use crate::store;
 use crate::store::attempt::{ClaimedJob, Fence};
+use crate::store::lease::HeldJob;
 use crate::store::tick::{Held, TickRequest, TickResult};
 use crate::worker::{Active, JobOutcome, QueueSlots, Shared, WorkerEvent, executor};
 
@@ -185,6 +186,11 @@ impl Dispatcher {
             let Some(job) = self.claimed.pop_front() else {
                 return;
             };
+            if !self.shared.take_waiting(job.id) {
+                // Renewal found its lease gone (a long stall): it belongs to the rescuer now.
+                tracing::warn!(job = %job.id, "claimed job lost its lease while it waited for a slot");
+                continue;
+            }
             let entry = self.shared.handlers[job.task.as_str()];
             let state = executor::attempt_state(&self.shared, &job, false);
             self.starting.push(Starting {
@@ -349,6 +355,17 @@ impl Dispatcher {
                 .stats
                 .send_modify(|stats| stats.claimed += claimed as u64);
         }
+        if let Ok(mut waiting) = self.shared.waiting.lock() {
+            for job in &result.claimed {
+                let lease_ms = self.shared.handlers[job.task.as_str()].lease_ms;
+                let held = HeldJob {
+                    id: job.id,
+                    attempt: job.attempt,
+                    lease_ms,
+                };
+                waiting.insert(job.id, held);
+            }
+        }
         self.claimed.extend(result.claimed);
         if sent.asked > 0 && claimed < sent.asked && sent.wakeups == self.wakeups {
             // The queue ran dry: wait for a wake-up, and start small again.
@@ -398,6 +415,7 @@ impl Dispatcher {
     /// Jobs claimed but not started when the worker stops go straight back to pending.
     async fn release_claimed(&mut self) {
         for job in std::mem::take(&mut self.claimed) {
+            self.shared.take_waiting(job.id);
             let fence = Fence {
                 id: job.id,
                 attempt: job.attempt,

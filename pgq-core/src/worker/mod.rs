@@ -41,6 +41,7 @@ use crate::job_id::JobId;
 use crate::maintenance::{cleaner, rescuer};
 use crate::state::StateMap;
 use crate::store;
+use crate::store::lease::HeldJob;
 
 /// Connections of the upkeep pool: renewal, rescue and cleaning.
 const UPKEEP_CONNECTIONS: u32 = 2;
@@ -98,6 +99,9 @@ pub(crate) struct Shared {
     pub(crate) state: Arc<StateMap>,
     /// Attempts in flight: renewed, cancellable, and aborted at shutdown after the grace period.
     pub(crate) running: Mutex<HashMap<JobId, Running>>,
+    /// Claimed jobs waiting for a slot: renewed like running ones, so that a job that waits
+    /// longer than its lease is never rescued from under the worker that will start it.
+    pub(crate) waiting: Mutex<HashMap<JobId, HeldJob>>,
     pub(crate) events: broadcast::Sender<WorkerEvent>,
     pub(crate) stats: watch::Sender<WorkerStats>,
     pub(crate) stopping: watch::Receiver<bool>,
@@ -260,6 +264,13 @@ impl Shared {
         }
     }
 
+    /// Takes a waiting job out to start it; `false` when it lost its lease while it waited.
+    pub(crate) fn take_waiting(&self, id: JobId) -> bool {
+        self.waiting
+            .lock()
+            .map_or(true, |mut waiting| waiting.remove(&id).is_some())
+    }
+
     /// The attempt in flight for job `id`, if any.
     pub(crate) fn running_state(&self, id: JobId) -> Option<Arc<AttemptState>> {
         let running = self.running.lock().ok()?;
@@ -320,6 +331,7 @@ impl Worker {
             queues,
             state: Arc::new(state),
             running: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(HashMap::new()),
             events: broadcast::channel(EVENT_CAPACITY).0,
             stats: watch::channel(WorkerStats::default()).0,
             stopping,

@@ -1,5 +1,5 @@
 //! Lease renewal: every third of the shortest lease its tasks use, one statement renews every attempt this worker
-//! runs, on the upkeep pool. An attempt missing from the result lost its lease; one whose job
+//! runs or has claimed and not started yet, on the upkeep pool. An attempt missing from the result lost its lease; one whose job
 //! was asked to cancel learns it here too, should the notification have been missed.
 
 use std::sync::Arc;
@@ -20,7 +20,7 @@ pub(crate) async fn renew(shared: Arc<Shared>) {
     let interval = (shortest.min(shared.config.lease) / 3).max(Duration::from_millis(100));
     loop {
         tokio::time::sleep(interval).await;
-        let held: Vec<HeldJob> = match shared.running.lock() {
+        let mut held: Vec<HeldJob> = match shared.running.lock() {
             Ok(running) => running
                 .iter()
                 .map(|(&id, r)| HeldJob {
@@ -31,16 +31,24 @@ pub(crate) async fn renew(shared: Arc<Shared>) {
                 .collect(),
             Err(_) => return,
         };
+        if let Ok(waiting) = shared.waiting.lock() {
+            held.extend(waiting.values().copied());
+        }
         if held.is_empty() {
             continue;
         }
         match store::lease::renew(&shared.upkeep_pool, shared.worker_id(), &held).await {
             Ok(renewed) => {
                 for job in &held {
+                    let found = renewed.iter().find(|r| r.id == job.id);
                     let Some(state) = shared.running_state(job.id) else {
-                        continue; // finished meanwhile
+                        if found.is_none() {
+                            // Still waiting for a slot, it must not start.
+                            lose_waiting(&shared, job);
+                        }
+                        continue; // or finished meanwhile
                     };
-                    match renewed.iter().find(|r| r.id == job.id) {
+                    match found {
                         Some(r) if r.cancel_requested => state.request_cancel(),
                         Some(_) => {}
                         None if state.attempt == job.attempt => state.lose_lease(),
@@ -50,5 +58,15 @@ pub(crate) async fn renew(shared: Arc<Shared>) {
             }
             Err(err) => tracing::warn!(error = %err, "lease renewal failed; retrying"),
         }
+    }
+}
+
+fn lose_waiting(shared: &Shared, job: &HeldJob) {
+    if let Ok(mut waiting) = shared.waiting.lock()
+        && waiting
+            .get(&job.id)
+            .is_some_and(|w| w.attempt == job.attempt)
+    {
+        waiting.remove(&job.id);
     }
 }

@@ -210,3 +210,97 @@ async fn two_rescuers_at_once_never_rescue_one_job_twice() {
     .unwrap();
     assert_eq!(single_error, 3000);
 }
+
+/// Instant jobs of high priority, so that the worker claims ahead of its free slot.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "lease-wait", priority = 150, lease = "1s")]
+struct Sprint;
+
+#[async_trait]
+impl Handler for Sprint {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// Holds the worker's one slot until the test opens the gate.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "lease-wait", lease = "1s")]
+struct Blocker;
+
+#[async_trait]
+impl Handler for Blocker {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        support::pass_gate(ctx).await;
+        Ok(())
+    }
+}
+
+/// Claimed behind the blocker; counts its runs.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "lease-wait", priority = 50, lease = "1s")]
+struct Waiter;
+
+#[async_trait]
+impl Handler for Waiter {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.state::<Arc<std::sync::atomic::AtomicUsize>>()
+            .unwrap()
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_claimed_job_waiting_for_a_slot_keeps_its_lease() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    for _ in 0..20 {
+        client.enqueue(Sprint).await.unwrap();
+    }
+    client.enqueue(Blocker).await.unwrap();
+    let waiter = client.enqueue(Waiter).await.unwrap().id();
+    let gate = Arc::new(Semaphore::new(0));
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("lease-wait", 1)
+        .state(gate.clone())
+        .state(runs.clone())
+        .build()
+        .unwrap();
+    let handle = worker.start();
+
+    // The quick jobs teach the worker to claim ahead, so the waiter is claimed while the
+    // blocker holds the only slot.
+    let claimed_at = support::eventually(|| async {
+        sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
+            "SELECT claimed_at FROM pgq.jobs WHERE id = $1 AND status = 'claimed'",
+        )
+        .bind(waiter.get())
+        .fetch_optional(db.pool())
+        .await
+        .unwrap()
+    })
+    .await;
+    // Its 1 s lease is renewed while it waits, well past the first second.
+    support::eventually(|| async {
+        let renewed = sqlx::query_scalar::<_, bool>(
+            "SELECT lease_expires_at > $2 + interval '2 seconds' FROM pgq.jobs
+             WHERE id = $1 AND status = 'claimed'",
+        )
+        .bind(waiter.get())
+        .bind(claimed_at)
+        .fetch_optional(db.pool())
+        .await
+        .unwrap();
+        let renewed = renewed.expect("the waiting job lost its claim");
+        renewed.then_some(())
+    })
+    .await;
+    gate.add_permits(1);
+    support::completed(&handle, 22).await;
+    handle.shutdown().await.unwrap();
+    let job = client.job(waiter).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

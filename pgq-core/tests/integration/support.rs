@@ -117,3 +117,22 @@ pub(crate) async fn notifications_so_far(
         count += 1;
     }
 }
+
+/// Polls `check` until it yields a value, for state only the database can tell.
+pub(crate) async fn eventually<T, F, Fut>(mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let poll = async {
+        loop {
+            if let Some(value) = check().await {
+                return value;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(LIMIT, poll)
+        .await
+        .unwrap_or_else(|_| panic!("not within {LIMIT:?}"))
+}
