@@ -5,7 +5,7 @@
 
 use serde_json::value::RawValue;
 use sqlx::types::Json;
-use sqlx::{PgPool, Row};
+use sqlx::{PgConnection, Row};
 
 use crate::error::Result;
 use crate::job_id::JobId;
@@ -88,7 +88,7 @@ pub(crate) struct TickResult {
     pub(crate) claimed: Vec<ClaimedJob>,
 }
 
-pub(crate) async fn tick(pool: &PgPool, request: &TickRequest<'_>) -> Result<TickResult> {
+pub(crate) async fn tick(conn: &mut PgConnection, request: &TickRequest<'_>) -> Result<TickResult> {
     let rows = sqlx::query(TICK)
         .bind(
             request
@@ -111,7 +111,7 @@ pub(crate) async fn tick(pool: &PgPool, request: &TickRequest<'_>) -> Result<Tic
         .bind(request.tasks)
         .bind(i64::try_from(request.claim).unwrap_or(i64::MAX))
         .bind(request.leases_ms)
-        .fetch_all(pool)
+        .fetch_all(conn)
         .await?;
     let mut result = TickResult::default();
     let mut claimed = Vec::new();

@@ -21,6 +21,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use sqlx::Postgres;
+use sqlx::pool::PoolConnection;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -78,6 +80,8 @@ struct Sent {
     /// [`Dispatcher::wakeups`] when the tick was sent.
     wakeups: u64,
     result: Result<TickResult>,
+    /// The tick's connection, for the next one, unless its statement failed.
+    connection: Option<PoolConnection<Postgres>>,
 }
 
 struct Dispatcher {
@@ -104,6 +108,9 @@ struct Dispatcher {
     /// be for a job committed too late for it, so a short claim only settles what came before.
     wakeups: u64,
     next_poll: Instant,
+    /// Connections of the dispatch pool between ticks. Kept here rather than given back: sqlx
+    /// checks every connection it takes back with a round trip, one per tick.
+    connections: Vec<PoolConnection<Postgres>>,
 }
 
 pub(crate) async fn dispatch(shared: Arc<Shared>, queue: Arc<QueueSlots>) {
@@ -122,6 +129,7 @@ pub(crate) async fn dispatch(shared: Arc<Shared>, queue: Arc<QueueSlots>) {
         // Look at once on start: jobs may be waiting already.
         maybe_more: true,
         wakeups: 0,
+        connections: Vec::new(),
     };
     let mut in_flight: FuturesUnordered<JoinHandle<Sent>> = FuturesUnordered::new();
     // One timer for the whole loop: each new timer that is the runtime's earliest wakes its
@@ -292,6 +300,7 @@ impl Dispatcher {
         let wakeups = self.wakeups;
         let shared = self.shared.clone();
         let queue = self.queue.clone();
+        let connection = self.connections.pop();
         tokio::spawn(async move {
             let complete: Vec<Held> = completions.iter().map(|c| c.held).collect();
             let start: Vec<Held> = starting.iter().map(|s| s.held).collect();
@@ -304,7 +313,19 @@ impl Dispatcher {
                 leases_ms: &shared.task_leases,
                 claim: want,
             };
-            let result = store::tick::tick(&shared.dispatch_pool, &request).await;
+            let ticked = async {
+                let mut connection = match connection {
+                    Some(connection) => connection,
+                    None => shared.dispatch_pool.acquire().await?,
+                };
+                let result = store::tick::tick(&mut connection, &request).await?;
+                Ok((result, connection))
+            };
+            // A connection whose statement failed goes back to the pool, which checks it.
+            let (result, connection) = match ticked.await {
+                Ok((result, connection)) => (Ok(result), Some(connection)),
+                Err(err) => (Err(err), None),
+            };
             if let Err(err) = &result {
                 tracing::warn!(queue = %queue.name, error = %err, "dispatch failed; retrying after the poll interval");
                 tokio::time::sleep(shared.config.poll_interval).await;
@@ -315,6 +336,7 @@ impl Dispatcher {
                 asked: want,
                 wakeups,
                 result,
+                connection,
             }
         })
     }
@@ -322,6 +344,7 @@ impl Dispatcher {
     /// Tells waiting attempts what the tick wrote, and queues what it claimed.
     fn apply(&mut self, sent: Sent) {
         self.asking -= sent.asked;
+        self.connections.extend(sent.connection);
         let result = match sent.result {
             Ok(result) => result,
             Err(_) => {
