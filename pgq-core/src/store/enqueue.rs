@@ -144,10 +144,9 @@ macro_rules! with_batch_job {
             ),",
             $rest,
             "
-            SELECT coalesce(array_agg(id), '{}') AS ids,
-                   (SELECT count(pg_notify('pgq_insert', $2)) FROM (SELECT 1 FROM inserted
-                    WHERE run_at <= now() LIMIT 1) AS due) AS notified
-            FROM inserted"
+            SELECT ids, CASE WHEN due THEN pg_notify('pgq_insert', $2) END IS NULL AS quiet
+            FROM (SELECT coalesce(array_agg(id), '{}') AS ids, bool_or(due) AS due
+                  FROM inserted) AS batch"
         )
     };
 }
@@ -160,8 +159,8 @@ const INSERT_MANY: &str = with_batch_job!(
         INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, run_at, status, attempts,
                               errors, progress, events_count, payload)
         SELECT nextval('pgq.jobs_id_seq'), job.*, t.payload::jsonb
-        FROM job, unnest($7::text[]) WITH ORDINALITY AS t(payload, ord)
-        RETURNING id, run_at
+        FROM job, unnest($7::text[]) AS t(payload)
+        RETURNING id, run_at <= now() AS due
     )"
 );
 
@@ -179,7 +178,7 @@ const INSERT_MANY_KEYED: &str = with_batch_job!(
         ON CONFLICT (task, unique_key)
             WHERE unique_key IS NOT NULL AND phase < 2
             DO NOTHING
-        RETURNING id, run_at
+        RETURNING id, run_at <= now() AS due
     )"
 );
 
