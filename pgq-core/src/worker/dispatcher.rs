@@ -13,7 +13,8 @@
 //! Claims prefetch no more than one round trip uses up: as many jobs as there are free slots
 //! plus the slots that freed since the last claim. Slow handlers free few slots, so a busy
 //! worker does not hoard jobs other workers could run; tiny jobs free many, so batches grow up to
-//! the worker's batch size.
+//! the worker's batch size. Claimed jobs waiting for a slot are in [`Shared::waiting`], where the
+//! lease renewer keeps their leases with those of the running ones.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
