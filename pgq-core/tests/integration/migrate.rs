@@ -189,3 +189,83 @@ async fn column_bounds_are_enforced_on_insert_and_on_update() {
         assert_eq!(refused(&db, sql).await, "23514", "{sql}");
     }
 }
+
+/// A database migrated before 0004, with jobs in every phase, upgrades in place.
+#[tokio::test]
+async fn jobs_keep_their_phase_through_the_upgrade_to_typed_columns() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let earlier = [
+        (
+            1,
+            "0001_jobs.sql",
+            include_str!("../../../migrations/0001_jobs.sql"),
+        ),
+        (
+            2,
+            "0002_in_place_start.sql",
+            include_str!("../../../migrations/0002_in_place_start.sql"),
+        ),
+        (
+            3,
+            "0003_cheaper_guards.sql",
+            include_str!("../../../migrations/0003_cheaper_guards.sql"),
+        ),
+    ];
+    sqlx::raw_sql(
+        "CREATE SCHEMA pgq;
+         CREATE TABLE pgq.migrations (version bigint PRIMARY KEY, name text NOT NULL,
+             checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    for (version, name, sql) in earlier {
+        sqlx::raw_sql(sql).execute(db.pool()).await.unwrap();
+        sqlx::query(
+            "INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
+        )
+        .bind(version as i64)
+        .bind(name)
+        .bind(sql)
+        .execute(db.pool())
+        .await
+        .unwrap();
+    }
+    sqlx::raw_sql(
+        "INSERT INTO pgq.jobs (task, queue, payload) SELECT 't', 'q', '{}' FROM generate_series(1, 4);
+         UPDATE pgq.jobs SET status = 'claimed', worker_id = 'w', claimed_at = now(),
+             lease_expires_at = now() + interval '1 minute' WHERE id > 1;
+         UPDATE pgq.jobs SET status = 'running' WHERE id > 2;
+         UPDATE pgq.jobs SET status = 'completed' WHERE id > 3;",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+
+    pgq_core::migrate(db.pool()).await.unwrap();
+    let phases: Vec<(String, i16)> =
+        sqlx::query_as("SELECT status::text, phase FROM pgq.jobs ORDER BY id")
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    let expected = [
+        ("pending", 0),
+        ("claimed", 1),
+        ("running", 1),
+        ("completed", 2),
+    ];
+    assert_eq!(
+        phases,
+        expected.map(|(s, p)| (s.to_owned(), p)).to_vec(),
+        "phases after the upgrade"
+    );
+    // The guards hold on the upgraded table: a completed job stays completed.
+    let refused = sqlx::query("UPDATE pgq.jobs SET status = 'pending', phase = 0 WHERE id = 4")
+        .execute(db.pool())
+        .await;
+    assert!(refused.is_err(), "a completed job moved back to pending");
+}
