@@ -380,7 +380,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn rescue_expired(&self) -> Result<Vec<JobId>> {
-        rescuer::run_once(&self.pool).await
+        rescuer::rescue(&self.pool).await
     }
 
     /// Deletes finished jobs past `retention`, as each worker's cleaner does periodically.
@@ -398,7 +398,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn delete_finished(&self, retention: Retention) -> Result<Option<u64>> {
-        cleaner::run_once(&self.pool, retention).await
+        cleaner::clean(&self.pool, retention).await
     }
 
     /// Per-queue counts by status, lag, and recent failures; one [`QueueStats`] per queue that

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::watch;
 
 use crate::error::Result;
+use crate::maintenance::Service;
 use crate::store;
 
 /// How long completed jobs are kept: 24 hours.
@@ -66,6 +66,7 @@ impl Default for Retention {
     }
 }
 
+/// The cleaner's settings.
 #[derive(Debug, Clone)]
 pub(crate) struct CleanerConfig {
     pub(crate) retention: Retention,
@@ -73,23 +74,31 @@ pub(crate) struct CleanerConfig {
 }
 
 /// Deletes what is past retention; `None` when another process is cleaning right now.
-pub(crate) async fn run_once(pool: &PgPool, retention: Retention) -> Result<Option<u64>> {
+pub(crate) async fn clean(pool: &PgPool, retention: Retention) -> Result<Option<u64>> {
     store::maintenance::delete_finished(pool, retention.completed, retention.failed, CLEAN_BATCH)
         .await
 }
 
-pub(crate) async fn run(pool: PgPool, config: CleanerConfig, mut stopping: watch::Receiver<bool>) {
-    loop {
-        match run_once(&pool, config.retention).await {
-            Ok(Some(deleted)) if deleted > 0 => {
-                tracing::info!(deleted, "deleted old finished jobs")
-            }
-            Ok(_) => {}
-            Err(err) => tracing::warn!(error = %err, "cleaning failed"),
+/// The cleaner as a periodic service.
+#[derive(Debug)]
+pub(crate) struct Cleaner {
+    pub(crate) pool: PgPool,
+    pub(crate) config: CleanerConfig,
+}
+
+impl Service for Cleaner {
+    const NAME: &'static str = "cleaner";
+
+    fn interval(&self) -> Duration {
+        self.config.interval
+    }
+
+    async fn run_once(&mut self) -> Result<()> {
+        if let Some(deleted) = clean(&self.pool, self.config.retention).await?
+            && deleted > 0
+        {
+            tracing::info!(deleted, "deleted old finished jobs");
         }
-        tokio::select! {
-            _ = tokio::time::sleep(config.interval) => {}
-            _ = stopping.wait_for(|stop| *stop) => return,
-        }
+        Ok(())
     }
 }

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::watch;
 
 use crate::error::Result;
 use crate::job_id::JobId;
+use crate::maintenance::Service;
 use crate::store;
 
 /// How often each worker process looks for expired leases: every 15 s. While any worker runs,
@@ -22,13 +22,14 @@ pub const DEFAULT_RESCUE_INTERVAL: Duration = Duration::from_secs(15);
 /// How many jobs one rescue statement takes at most.
 pub(crate) const RESCUE_BATCH: i64 = 1000;
 
+/// The rescuer's settings.
 #[derive(Debug, Clone)]
 pub(crate) struct RescuerConfig {
     pub(crate) interval: Duration,
 }
 
 /// Rescues every job whose lease has expired, a batch at a time.
-pub(crate) async fn run_once(pool: &PgPool) -> Result<Vec<JobId>> {
+pub(crate) async fn rescue(pool: &PgPool) -> Result<Vec<JobId>> {
     let mut rescued = Vec::new();
     loop {
         let batch = store::lease::rescue(pool, RESCUE_BATCH).await?;
@@ -40,18 +41,25 @@ pub(crate) async fn run_once(pool: &PgPool) -> Result<Vec<JobId>> {
     }
 }
 
-pub(crate) async fn run(pool: PgPool, config: RescuerConfig, mut stopping: watch::Receiver<bool>) {
-    loop {
-        match run_once(&pool).await {
-            Ok(ids) if !ids.is_empty() => {
-                tracing::warn!(count = ids.len(), jobs = ?ids, "rescued jobs whose lease expired");
-            }
-            Ok(_) => {}
-            Err(err) => tracing::warn!(error = %err, "rescue failed"),
+/// The rescuer as a periodic service.
+#[derive(Debug)]
+pub(crate) struct Rescuer {
+    pub(crate) pool: PgPool,
+    pub(crate) config: RescuerConfig,
+}
+
+impl Service for Rescuer {
+    const NAME: &'static str = "rescuer";
+
+    fn interval(&self) -> Duration {
+        self.config.interval
+    }
+
+    async fn run_once(&mut self) -> Result<()> {
+        let ids = rescue(&self.pool).await?;
+        if !ids.is_empty() {
+            tracing::warn!(count = ids.len(), jobs = ?ids, "rescued jobs whose lease expired");
         }
-        tokio::select! {
-            _ = tokio::time::sleep(config.interval) => {}
-            _ = stopping.wait_for(|stop| *stop) => return,
-        }
+        Ok(())
     }
 }

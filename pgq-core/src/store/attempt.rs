@@ -1,23 +1,10 @@
-//! Claiming jobs and recording how each attempt ended. Every update out of claimed/running is
-//! fenced on (id, attempt, worker): zero rows changed means another attempt owns the job now.
+//! Recording how each attempt ended. Every update out of claimed/running is fenced on
+//! (id, attempt, worker): zero rows changed means another attempt owns the job now.
 
-use serde_json::value::RawValue;
-use sqlx::types::Json;
 use sqlx::{PgExecutor, PgPool, Row};
 
 use crate::error::Result;
 use crate::job_id::JobId;
-
-/// A job this worker claimed.
-#[derive(Debug)]
-pub(crate) struct ClaimedJob {
-    pub(crate) id: JobId,
-    pub(crate) task: String,
-    pub(crate) queue: String,
-    pub(crate) payload: Box<RawValue>,
-    pub(crate) attempt: i32,
-    pub(crate) unique_key: Option<String>,
-}
 
 /// Who holds an attempt: the fence every transition names.
 #[derive(Debug, Clone, Copy)]
@@ -25,78 +12,6 @@ pub(crate) struct Fence<'a> {
     pub(crate) id: JobId,
     pub(crate) attempt: i32,
     pub(crate) worker_id: &'a str,
-}
-
-const CLAIM: &str = "
-WITH next AS (
-    SELECT id FROM pgq.jobs
-    WHERE phase = 0 AND queue = $1 AND run_at <= now() AND task = ANY($2)
-    ORDER BY priority DESC, run_at, id
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE pgq.jobs AS job
-SET status = 'claimed', phase = 1, attempts = job.attempts + 1, worker_id = $4,
-    claimed_at = now(),
-    lease_expires_at = now() + ($5::bigint[])[array_position($2, job.task)]
-                               * interval '1 millisecond',
-    updated_at = now()
-WHERE job.id = ANY(ARRAY(SELECT id FROM next))
-RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key";
-
-/// Claims up to `limit` due jobs of `queue` whose task is in `tasks`, in priority order, each
-/// held for its task's lease (`leases_ms`, in the order of `tasks`).
-pub(crate) async fn claim(
-    pool: &PgPool,
-    queue: &str,
-    tasks: &[&'static str],
-    leases_ms: &[i64],
-    limit: usize,
-    worker_id: &str,
-) -> Result<Vec<ClaimedJob>> {
-    let rows = sqlx::query(CLAIM)
-        .bind(queue)
-        .bind(tasks)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .bind(worker_id)
-        .bind(leases_ms)
-        .fetch_all(pool)
-        .await?;
-    let mut jobs = rows
-        .iter()
-        .map(|row| {
-            let Json(payload) = row.try_get::<Json<Box<RawValue>>, _>("payload")?;
-            Ok(ClaimedJob {
-                id: JobId::from(row.try_get::<i64, _>("id")?),
-                task: row.try_get("task")?,
-                queue: row.try_get("queue")?,
-                payload,
-                attempt: row.try_get("attempts")?,
-                unique_key: row.try_get("unique_key")?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    jobs.sort_by_key(|job| job.id);
-    Ok(jobs)
-}
-
-const START: &str = "
-UPDATE pgq.jobs AS job SET status = 'running', started_at = now(), updated_at = now()
-FROM unnest($1::bigint[], $2::int[]) AS fence(id, attempt)
-WHERE job.id = fence.id AND job.attempts = fence.attempt AND job.worker_id = $3
-  AND job.status = 'claimed'";
-
-/// Marks a claimed batch as running, in one statement.
-pub(crate) async fn start(pool: &PgPool, jobs: &[ClaimedJob], worker_id: &str) -> Result<()> {
-    let ids: Vec<i64> = jobs.iter().map(|job| job.id.get()).collect();
-    let attempts: Vec<i32> = jobs.iter().map(|job| job.attempt).collect();
-    sqlx::query(START)
-        .bind(ids)
-        .bind(attempts)
-        .bind(worker_id)
-        .execute(pool)
-        .await?;
-    Ok(())
 }
 
 const COMPLETE: &str = "

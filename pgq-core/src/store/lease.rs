@@ -9,7 +9,7 @@ use crate::store::attempt::{ERROR_HISTORY, Fence};
 
 /// One held attempt and the lease length it keeps.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct HeldJob {
+pub(crate) struct HeldLease {
     pub(crate) id: JobId,
     pub(crate) attempt: i32,
     pub(crate) lease_ms: i64,
@@ -35,7 +35,7 @@ RETURNING job.id, job.cancel_requested_at IS NOT NULL AS cancel_requested";
 pub(crate) async fn renew(
     pool: &PgPool,
     worker_id: &str,
-    held: &[HeldJob],
+    held: &[HeldLease],
 ) -> Result<Vec<Renewed>> {
     let rows = sqlx::query(RENEW)
         .bind(held.iter().map(|h| h.id.get()).collect::<Vec<_>>())

@@ -9,7 +9,6 @@ use sqlx::{PgConnection, Row};
 
 use crate::error::Result;
 use crate::job_id::JobId;
-use crate::store::attempt::ClaimedJob;
 
 const TICK: &str = "
 WITH completed AS (
@@ -56,6 +55,17 @@ UNION ALL
 SELECT 'started', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM started
 UNION ALL
 SELECT 'claimed', id, task, queue, payload, attempts, unique_key, priority, run_at FROM claimed";
+
+/// A job this worker claimed.
+#[derive(Debug)]
+pub(crate) struct ClaimedJob {
+    pub(crate) id: JobId,
+    pub(crate) task: String,
+    pub(crate) queue: String,
+    pub(crate) payload: Box<RawValue>,
+    pub(crate) attempt: i32,
+    pub(crate) unique_key: Option<String>,
+}
 
 /// One attempt to complete or start, by its fence.
 #[derive(Debug, Clone, Copy)]

@@ -6,7 +6,11 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::store;
-use crate::worker::{JobOutcome, Shared, WorkerEvent, executor};
+use crate::store::tick::{Held, TickRequest};
+use crate::worker::event::{JobOutcome, WorkerEvent};
+use crate::worker::executor::Executor;
+use crate::worker::report::Reporter;
+use crate::worker::slots::QueueSlots;
 
 /// The most attempts one drain runs, so that a job that retries at once forever still ends it.
 ///
@@ -46,35 +50,57 @@ pub struct DrainedJob {
     pub error: Option<String>,
 }
 
-/// Claims one due job at a time, in priority order across the queues, and runs it to its end.
-pub(crate) async fn drain(shared: Arc<Shared>) -> Result<Vec<DrainedJob>> {
+/// Claims one due job at a time, in priority order across the queues, with the same claim
+/// statement as a dispatcher's tick, and runs it to its end.
+pub(crate) async fn drain(
+    executor: Arc<Executor>,
+    reporter: &Reporter,
+    queues: &[Arc<QueueSlots>],
+) -> Result<Vec<DrainedJob>> {
+    let pool = executor.client.pool();
+    let tasks = &executor.tasks;
     let mut drained = Vec::new();
     while drained.len() < DRAIN_LIMIT {
         let mut ran = false;
-        for queue in &shared.queues {
-            let jobs = store::attempt::claim(
-                &shared.pool,
-                &queue.name,
-                &shared.task_names,
-                &shared.task_leases,
-                1,
-                shared.worker_id(),
-            )
-            .await?;
-            store::attempt::start(&shared.pool, &jobs, shared.worker_id()).await?;
-            for job in jobs {
+        for queue in queues {
+            let request = TickRequest {
+                worker_id: &executor.worker_id,
+                complete: &[],
+                start: &[],
+                queue: &queue.name,
+                tasks: tasks.names(),
+                leases_ms: tasks.leases_ms(),
+                claim: 1,
+            };
+            let claimed = store::tick::tick(&mut *pool.acquire().await?, &request)
+                .await?
+                .claimed;
+            for job in claimed {
                 ran = true;
                 let (id, task, attempt) = (job.id, job.task.clone(), job.attempt);
-                let entry = shared.handlers[job.task.as_str()];
-                let state = executor::attempt_state(&shared, &job, true);
-                shared.emit(WorkerEvent::JobStarted {
+                executor.held.claimed(id, attempt, tasks.lease_ms(&task));
+                let start = [Held { id, attempt }];
+                let request = TickRequest {
+                    start: &start,
+                    claim: 0,
+                    ..request
+                };
+                let started = store::tick::tick(&mut *pool.acquire().await?, &request)
+                    .await?
+                    .started;
+                let state = executor.attempt_state(&job, true);
+                if !(started.contains(&id) && executor.held.start(&state)) {
+                    // Taken back between the two statements: not this drain's to run.
+                    executor.held.forget(id, attempt);
+                    continue;
+                }
+                reporter.emit(WorkerEvent::JobStarted {
                     id,
                     task: task.clone(),
                     attempt,
                 });
-                // Without a dispatcher, every outcome is recorded and returned here.
-                let Some((outcome, error)) =
-                    executor::execute(shared.clone(), job, entry, state, None).await
+                // Without a dispatcher, every outcome is written and returned here.
+                let Some((outcome, error)) = executor.clone().execute(job, state, None).await
                 else {
                     continue;
                 };

@@ -1,0 +1,371 @@
+//! The one place where an attempt ends: every outcome — success, failure, retry, snooze,
+//! cancellation, release, lease lost, completion in the handler's transaction — is written here,
+//! fenced on (id, attempt, worker), and reported here (stats, events).
+//!
+//! Plain successes under a dispatcher are batched: they wait for their queue's next tick, whose
+//! statement writes them with the next claim ([`Completer::take_ready`], then
+//! [`Completer::batch_written`]). Everything else, and every outcome of a drain, is written at
+//! once on the worker's pool, durably.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use sqlx::PgPool;
+
+use crate::attempt::{AttemptState, Start};
+use crate::error::Result;
+use crate::job_id::JobId;
+use crate::store;
+use crate::store::attempt::{Failure, Fence};
+use crate::task_error::{TaskAction, TaskError, truncate_error};
+use crate::worker::event::JobOutcome;
+use crate::worker::held::HeldJobs;
+use crate::worker::report::{Finished, Reporter};
+use crate::worker::slots::{Active, QueueSlots};
+
+#[derive(Debug)]
+pub(crate) struct Completer {
+    pool: PgPool,
+    worker_id: Arc<str>,
+    reporter: Reporter,
+    held: Arc<HeldJobs>,
+    queues: HashMap<Arc<str>, Batch>,
+}
+
+/// One queue's successes waiting for a tick.
+#[derive(Debug)]
+struct Batch {
+    queue: Arc<QueueSlots>,
+    lists: Mutex<BatchLists>,
+}
+
+#[derive(Debug, Default)]
+struct BatchLists {
+    /// Handed over since the dispatcher last looked.
+    handed: Vec<Success>,
+    /// Their `running` write is still in flight.
+    awaiting_start: Vec<Success>,
+}
+
+/// A successful attempt whose completion a tick writes. Counted as active until reported.
+#[derive(Debug)]
+pub(crate) struct Success {
+    pub(crate) id: JobId,
+    pub(crate) attempt: i32,
+    task: String,
+    state: Arc<AttemptState>,
+    active: Active,
+}
+
+/// What an attempt's handler came to.
+#[derive(Debug)]
+pub(crate) enum Return {
+    Ok,
+    Err(TaskError),
+    Panicked(String),
+    /// Aborted at shutdown, past the grace period.
+    Aborted,
+}
+
+/// An attempt whose handler has returned.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    pub(crate) task: String,
+    pub(crate) queue: String,
+    pub(crate) state: Arc<AttemptState>,
+    pub(crate) returned: Return,
+    /// Under a dispatcher: the attempt's count as active, and a plain success is batched.
+    pub(crate) active: Option<Active>,
+}
+
+impl Completer {
+    pub(crate) fn new(
+        pool: PgPool,
+        worker_id: Arc<str>,
+        reporter: Reporter,
+        held: Arc<HeldJobs>,
+        queues: &[Arc<QueueSlots>],
+    ) -> Self {
+        let queues = queues
+            .iter()
+            .map(|queue| {
+                let batch = Batch {
+                    queue: queue.clone(),
+                    lists: Mutex::default(),
+                };
+                (queue.name.clone(), batch)
+            })
+            .collect();
+        Self {
+            pool,
+            worker_id,
+            reporter,
+            held,
+            queues,
+        }
+    }
+
+    fn fence<'a>(&'a self, state: &AttemptState) -> Fence<'a> {
+        Fence {
+            id: state.id,
+            attempt: state.attempt,
+            worker_id: &self.worker_id,
+        }
+    }
+
+    /// Ends an attempt. A plain success under a dispatcher waits for its queue's next tick and
+    /// is reported then (`None` here); every other outcome is written and reported now.
+    pub(crate) async fn end(&self, ended: Ended) -> Option<(JobOutcome, Option<String>)> {
+        let Ended {
+            task,
+            queue,
+            state,
+            returned,
+            active,
+        } = ended;
+        let plain_success = matches!(returned, Return::Ok)
+            && !state.completed_in_tx()
+            && !state.is_cancel_requested();
+        if let Some(active) = active {
+            if plain_success && let Some(batch) = self.queues.get(queue.as_str()) {
+                if state.has_unwritten_progress() && state.started().await {
+                    state.flush().await;
+                }
+                batch.hand_over(Success {
+                    id: state.id,
+                    attempt: state.attempt,
+                    task,
+                    state,
+                    active,
+                });
+                return None;
+            }
+            let ended = self.end_now(task, &queue, state, returned).await;
+            // Reported: a stopping worker no longer waits for it.
+            drop(active);
+            return Some(ended);
+        }
+        Some(self.end_now(task, &queue, state, returned).await)
+    }
+
+    async fn end_now(
+        &self,
+        task: String,
+        queue: &str,
+        state: Arc<AttemptState>,
+        returned: Return,
+    ) -> (JobOutcome, Option<String>) {
+        let (written, error) = if state.started().await {
+            state.flush().await;
+            self.write(&state, queue, returned).await
+        } else {
+            (Ok(None), None)
+        };
+        let (id, attempt) = (state.id, state.attempt);
+        let outcome = match written {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) => {
+                tracing::warn!(job = %id, attempt, "lease lost: another attempt owns the job; result dropped");
+                JobOutcome::LeaseLost
+            }
+            Err(err) => {
+                tracing::error!(job = %id, attempt, error = %err, "could not record the attempt's outcome");
+                JobOutcome::Unrecorded
+            }
+        };
+        self.held.forget(id, attempt);
+        self.reporter.finished([Finished {
+            id,
+            task,
+            attempt,
+            outcome,
+            error: error.clone(),
+        }]);
+        (outcome, error)
+    }
+
+    /// Writes what the attempt's return means for the job. `Ok(None)`: the fence did not hold.
+    async fn write(
+        &self,
+        state: &AttemptState,
+        queue: &str,
+        returned: Return,
+    ) -> (Result<Option<JobOutcome>>, Option<String>) {
+        // The fence decides: an expired lease nobody took over still lets this attempt finish.
+        let fence = self.fence(state);
+        let held = |written: Result<bool>, outcome| written.map(|held| held.then_some(outcome));
+        if matches!(returned, Return::Ok) && state.completed_in_tx() {
+            match store::attempt::is_completed(&self.pool, fence).await {
+                Ok(true) => return (Ok(Some(JobOutcome::Completed)), None),
+                Ok(false) => {} // the handler's transaction rolled back: complete it here
+                Err(err) => return (Err(err), None),
+            }
+        }
+        let error = match &returned {
+            Return::Err(err) => Some(truncate_error(err.message())),
+            _ => None,
+        };
+        if state.is_cancel_requested() {
+            let written = store::attempt::cancelled(&self.pool, fence, error.as_deref()).await;
+            return (held(written, JobOutcome::Cancelled), error);
+        }
+        match returned {
+            Return::Ok => {
+                let written = store::attempt::complete(&self.pool, fence).await;
+                (held(written, JobOutcome::Completed), None)
+            }
+            Return::Err(err) => self.write_failure(queue, fence, &err).await,
+            Return::Panicked(message) => {
+                let err = TaskError::retry(format_args!("handler panicked: {message}"));
+                self.write_failure(queue, fence, &err).await
+            }
+            Return::Aborted => {
+                let written = store::attempt::release(&self.pool, fence).await;
+                (held(written, JobOutcome::Released), None)
+            }
+        }
+    }
+
+    async fn write_failure(
+        &self,
+        queue: &str,
+        fence: Fence<'_>,
+        err: &TaskError,
+    ) -> (Result<Option<JobOutcome>>, Option<String>) {
+        let message = truncate_error(err.message());
+        let failure = match err.action() {
+            TaskAction::Retry => Failure::Retry(None),
+            TaskAction::RetryAfter(delay) => Failure::Retry(Some(millis(delay))),
+            TaskAction::Fail => Failure::Fail,
+            TaskAction::Snooze(delay) => Failure::Snooze(millis(delay)),
+        };
+        let written = store::attempt::fail(&self.pool, fence, failure, &message).await;
+        let outcome = written.map(|state| {
+            state.map(|state| {
+                if state.due_now
+                    && let Some(batch) = self.queues.get(queue)
+                {
+                    // Retrying at once: look again instead of waiting for the poll.
+                    batch.queue.wake.notify_one();
+                }
+                match (failure, state.failed) {
+                    (Failure::Snooze(_), _) => JobOutcome::Snoozed,
+                    (_, true) => JobOutcome::Failed,
+                    (_, false) => JobOutcome::Retrying,
+                }
+            })
+        });
+        (outcome, Some(message))
+    }
+
+    /// The successes of `queue` whose `running` write has landed, for its next tick. Those
+    /// whose `running` write was refused were never this attempt's to complete: reported now.
+    pub(crate) fn take_ready(&self, queue: &str) -> Vec<Success> {
+        let Some(batch) = self.queues.get(queue) else {
+            return Vec::new();
+        };
+        let mut ready = Vec::new();
+        let mut refused = Vec::new();
+        {
+            let mut lists = batch.lists();
+            if lists.handed.is_empty() && lists.awaiting_start.is_empty() {
+                return ready;
+            }
+            let mut handed = std::mem::take(&mut lists.handed);
+            handed.append(&mut lists.awaiting_start);
+            for success in handed {
+                match success.state.start_status() {
+                    Start::Confirmed => ready.push(success),
+                    Start::Unconfirmed => lists.awaiting_start.push(success),
+                    Start::Refused => refused.push(success),
+                }
+            }
+        }
+        self.batch_written(refused, &[]);
+        ready
+    }
+
+    /// A tick could not be sent: its successes go with a later one.
+    pub(crate) fn put_back(&self, queue: &str, successes: Vec<Success>) {
+        if let Some(batch) = self.queues.get(queue) {
+            batch.lists().handed.extend(successes);
+        }
+    }
+
+    /// Reports the successes a tick carried: completed when the tick wrote them (`written`),
+    /// fenced off otherwise.
+    pub(crate) fn batch_written(&self, successes: Vec<Success>, written: &[JobId]) {
+        if successes.is_empty() {
+            return;
+        }
+        let written: HashSet<JobId> = written.iter().copied().collect();
+        let mut actives = Vec::with_capacity(successes.len());
+        let finished: Vec<Finished> = successes
+            .into_iter()
+            .map(|success| {
+                let outcome = if written.contains(&success.id) {
+                    JobOutcome::Completed
+                } else {
+                    tracing::warn!(job = %success.id, attempt = success.attempt, "lease lost: another attempt owns the job; result dropped");
+                    JobOutcome::LeaseLost
+                };
+                self.held.forget(success.id, success.attempt);
+                actives.push(success.active);
+                Finished {
+                    id: success.id,
+                    task: success.task,
+                    attempt: success.attempt,
+                    outcome,
+                    error: None,
+                }
+            })
+            .collect();
+        self.reporter.finished(finished);
+        // Reported: a stopping dispatcher no longer waits for them.
+        drop(actives);
+    }
+
+    /// Returns a claimed job that never started to `pending`, its attempt given back.
+    pub(crate) async fn release_unstarted(&self, id: JobId, attempt: i32) {
+        self.held.forget(id, attempt);
+        let fence = Fence {
+            id,
+            attempt,
+            worker_id: &self.worker_id,
+        };
+        if let Err(err) = store::attempt::release(&self.pool, fence).await {
+            tracing::warn!(job = %id, error = %err, "could not release an unstarted job");
+        }
+    }
+
+    /// Returns everything this worker still holds to `pending`, at the end of a shutdown.
+    pub(crate) async fn release_all(&self) {
+        if let Err(err) = store::attempt::release_worker(&self.pool, &self.worker_id).await {
+            tracing::warn!(worker_id = %self.worker_id, error = %err, "could not release held jobs at shutdown");
+        }
+    }
+}
+
+impl Batch {
+    fn lists(&self) -> MutexGuard<'_, BatchLists> {
+        self.lists
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues a success for the next tick; the first of a batch wakes the dispatcher.
+    fn hand_over(&self, success: Success) {
+        let first = {
+            let mut lists = self.lists();
+            lists.handed.push(success);
+            lists.handed.len() == 1
+        };
+        if first {
+            self.queue.changed.notify_one();
+        }
+    }
+}
+
+fn millis(delay: std::time::Duration) -> i64 {
+    i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)
+}

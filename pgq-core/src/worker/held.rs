@@ -1,0 +1,144 @@
+//! Every job a worker holds: claimed and waiting for a slot, or running. The lease renewer
+//! renews them all; cancellation and shutdown find running attempts here.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::task::AbortHandle;
+
+use crate::attempt::AttemptState;
+use crate::job_id::JobId;
+use crate::store::lease::{HeldLease, Renewed};
+
+#[derive(Debug, Default)]
+pub(crate) struct HeldJobs {
+    jobs: Mutex<HashMap<JobId, Held>>,
+}
+
+#[derive(Debug)]
+struct Held {
+    attempt: i32,
+    lease_ms: i64,
+    /// `None` while the job waits for a slot.
+    running: Option<Running>,
+}
+
+#[derive(Debug)]
+struct Running {
+    state: Arc<AttemptState>,
+    /// The handler's task, aborted at shutdown past the grace period.
+    abort: Option<AbortHandle>,
+}
+
+impl HeldJobs {
+    fn jobs(&self) -> MutexGuard<'_, HashMap<JobId, Held>> {
+        // No code panics while holding the lock; recover the map if one ever did.
+        self.jobs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A job was claimed: held, waiting for a slot.
+    pub(crate) fn claimed(&self, id: JobId, attempt: i32, lease_ms: i64) {
+        let held = Held {
+            attempt,
+            lease_ms,
+            running: None,
+        };
+        self.jobs().insert(id, held);
+    }
+
+    /// A waiting job starts; `false` when it lost its lease while it waited (it is the
+    /// rescuer's now, and must not start).
+    pub(crate) fn start(&self, state: &Arc<AttemptState>) -> bool {
+        match self.jobs().get_mut(&state.id) {
+            Some(held) if held.attempt == state.attempt && held.running.is_none() => {
+                held.running = Some(Running {
+                    state: state.clone(),
+                    abort: None,
+                });
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The handler of a running attempt, for shutdown to abort.
+    pub(crate) fn set_abort(&self, id: JobId, abort: AbortHandle) {
+        if let Some(running) = self.jobs().get_mut(&id).and_then(|h| h.running.as_mut()) {
+            running.abort = Some(abort);
+        }
+    }
+
+    /// The job is no longer held by this worker: its attempt ended, or it was released.
+    pub(crate) fn forget(&self, id: JobId, attempt: i32) {
+        let mut jobs = self.jobs();
+        if jobs.get(&id).is_some_and(|held| held.attempt == attempt) {
+            jobs.remove(&id);
+        }
+    }
+
+    /// The running attempt of job `id`, if this worker runs it.
+    pub(crate) fn running(&self, id: JobId) -> Option<Arc<AttemptState>> {
+        let jobs = self.jobs();
+        jobs.get(&id)?.running.as_ref().map(|r| r.state.clone())
+    }
+
+    /// Every held lease, for the renewer.
+    pub(crate) fn leases(&self) -> Vec<HeldLease> {
+        self.jobs()
+            .iter()
+            .map(|(&id, held)| HeldLease {
+                id,
+                attempt: held.attempt,
+                lease_ms: held.lease_ms,
+            })
+            .collect()
+    }
+
+    /// Applies what renewal learnt: a job asked to cancel is told so; a job whose lease could
+    /// not be renewed is lost — a running attempt is told to stop, a waiting job never starts.
+    pub(crate) fn renewed(&self, asked: &[HeldLease], renewed: &[Renewed]) {
+        let found: HashMap<JobId, bool> =
+            renewed.iter().map(|r| (r.id, r.cancel_requested)).collect();
+        let mut lost_states = Vec::new();
+        let mut cancelled = Vec::new();
+        {
+            let mut jobs = self.jobs();
+            for lease in asked {
+                let Some(held) = jobs.get(&lease.id) else {
+                    continue; // finished meanwhile
+                };
+                if held.attempt != lease.attempt {
+                    continue;
+                }
+                match (found.get(&lease.id), &held.running) {
+                    (Some(true), Some(running)) => cancelled.push(running.state.clone()),
+                    (Some(_), _) => {}
+                    (None, Some(running)) => lost_states.push(running.state.clone()),
+                    (None, None) => {
+                        jobs.remove(&lease.id);
+                    }
+                }
+            }
+        }
+        for state in cancelled {
+            state.request_cancel();
+        }
+        for state in lost_states {
+            state.lose_lease();
+        }
+    }
+
+    /// Aborts every running handler; their executors release the jobs.
+    pub(crate) fn abort_running(&self) {
+        let aborts: Vec<AbortHandle> = self
+            .jobs()
+            .values()
+            .filter_map(|held| held.running.as_ref()?.abort.clone())
+            .collect();
+        for abort in aborts {
+            abort.abort();
+        }
+    }
+}

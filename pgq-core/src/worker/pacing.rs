@@ -1,0 +1,198 @@
+//! How many jobs a dispatcher claims, and when a queue has run dry: plain bookkeeping, no
+//! database and no clock, so that its rules are unit-tested.
+//!
+//! A worker holds (claimed, or asked for by claims in flight) its free slots plus what one round
+//! trip uses up: the handlers that returned while the last claim was in flight. Slow handlers
+//! free few slots, so a busy worker does not hoard jobs that other workers could run; quick ones
+//! free many, so claims grow up to the batch size. Only when jobs return faster than slots free
+//! does a second claim go out ahead. A claim that comes back short means the queue ran dry, unless
+//! a wake-up arrived while it was in flight (it may be for a job committed too late for it).
+
+/// Round trips' worth of jobs a dispatcher holds ahead when jobs return faster than slots free.
+const CLAIMS_AHEAD: usize = 2;
+
+#[derive(Debug)]
+pub(crate) struct Pacing {
+    concurrency: usize,
+    batch_size: usize,
+    /// Handlers that returned since the last claim was sent.
+    turnover: usize,
+    /// `turnover` when the last claim was sent: what one claim's round trip used up.
+    pace: usize,
+    /// Jobs asked for by claims in flight.
+    asking: usize,
+    /// False after a claim came back short, until a wake-up.
+    maybe_more: bool,
+    /// Wake-ups (notifications, polls) so far.
+    wakeups: u64,
+}
+
+/// A claim as it was sent, to be handed back with its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClaimSent {
+    pub(crate) asked: usize,
+    wakeups: u64,
+}
+
+impl Pacing {
+    /// A dispatcher that starts by looking: jobs may be waiting already.
+    pub(crate) fn new(concurrency: usize, batch_size: usize) -> Self {
+        Self {
+            concurrency,
+            batch_size,
+            turnover: 0,
+            pace: 0,
+            asking: 0,
+            maybe_more: true,
+            wakeups: 0,
+        }
+    }
+
+    /// A notification or a poll: jobs may be due.
+    pub(crate) fn woken(&mut self) {
+        self.maybe_more = true;
+        self.wakeups += 1;
+    }
+
+    /// `count` handlers returned.
+    pub(crate) fn returned(&mut self, count: usize) {
+        self.turnover += count;
+    }
+
+    /// Jobs the next claim asks for, given the free slots and the claimed jobs waiting for one.
+    pub(crate) fn want(&self, free: usize, waiting: usize) -> usize {
+        if !self.maybe_more {
+            return 0;
+        }
+        let batch = self.batch_size;
+        let per_round_trip = self.turnover.max(self.pace).min(batch);
+        let ahead = if per_round_trip > self.concurrency {
+            CLAIMS_AHEAD
+        } else {
+            1
+        };
+        (free + ahead * per_round_trip)
+            .min(ahead * batch)
+            .saturating_sub(waiting + self.asking)
+            .min(batch)
+    }
+
+    /// A claim for `asked` jobs goes out now.
+    pub(crate) fn send(&mut self, asked: usize) -> ClaimSent {
+        if asked > 0 {
+            self.pace = self.turnover;
+            self.turnover = 0;
+            self.asking += asked;
+        }
+        ClaimSent {
+            asked,
+            wakeups: self.wakeups,
+        }
+    }
+
+    /// The claim came back with `claimed` jobs.
+    pub(crate) fn received(&mut self, sent: ClaimSent, claimed: usize) {
+        self.asking -= sent.asked;
+        if sent.asked > 0 && claimed < sent.asked && sent.wakeups == self.wakeups {
+            // The queue ran dry: wait for a wake-up, and start small again.
+            self.maybe_more = false;
+            self.turnover = 0;
+            self.pace = 0;
+        }
+    }
+
+    /// The claim failed: nothing was claimed, and nothing is learnt about the queue.
+    pub(crate) fn failed(&mut self, sent: ClaimSent) {
+        self.asking -= sent.asked;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pacing;
+
+    #[test]
+    fn a_new_dispatcher_asks_for_its_free_slots() {
+        let pacing = Pacing::new(16, 256);
+        assert_eq!(pacing.want(16, 0), 16);
+        assert_eq!(pacing.want(3, 0), 3);
+    }
+
+    #[test]
+    fn claimed_jobs_and_claims_in_flight_count_as_held() {
+        let mut pacing = Pacing::new(16, 256);
+        assert_eq!(pacing.want(16, 4), 12);
+        pacing.send(10);
+        assert_eq!(pacing.want(16, 4), 2);
+    }
+
+    #[test]
+    fn slow_handlers_never_claim_ahead() {
+        let mut pacing = Pacing::new(16, 256);
+        let sent = pacing.send(16);
+        pacing.received(sent, 16);
+        // Two handlers returned during the round trip: two free slots, two more asked for.
+        pacing.returned(2);
+        assert_eq!(pacing.want(2, 0), 4);
+        let sent = pacing.send(4);
+        pacing.received(sent, 4);
+        // Nothing returned meanwhile: the last round trip's pace still counts.
+        assert_eq!(pacing.want(0, 0), 2);
+    }
+
+    #[test]
+    fn quick_handlers_claim_two_round_trips_ahead_up_to_the_batch_size() {
+        let mut pacing = Pacing::new(16, 256);
+        pacing.returned(100);
+        assert_eq!(pacing.want(16, 0), 216);
+        pacing.returned(1000);
+        assert_eq!(
+            pacing.want(16, 0),
+            256,
+            "one claim never asks for more than a batch"
+        );
+        let sent = pacing.send(256);
+        pacing.received(sent, 256);
+        assert_eq!(pacing.want(0, 256), 256, "a second claim goes out ahead");
+        assert_eq!(pacing.want(0, 512), 0, "but no third");
+    }
+
+    #[test]
+    fn a_short_claim_means_the_queue_ran_dry_until_a_wake_up() {
+        let mut pacing = Pacing::new(16, 256);
+        pacing.returned(40);
+        let sent = pacing.send(16);
+        pacing.received(sent, 3);
+        assert_eq!(pacing.want(16, 0), 0);
+        pacing.woken();
+        assert_eq!(pacing.want(16, 0), 16, "and it starts small again");
+    }
+
+    #[test]
+    fn a_wake_up_during_a_claim_keeps_looking() {
+        let mut pacing = Pacing::new(16, 256);
+        let sent = pacing.send(16);
+        pacing.woken();
+        pacing.received(sent, 0);
+        assert_eq!(pacing.want(16, 0), 16);
+    }
+
+    #[test]
+    fn a_full_claim_or_one_that_asked_nothing_does_not_end_the_search() {
+        let mut pacing = Pacing::new(4, 256);
+        let sent = pacing.send(4);
+        pacing.received(sent, 4);
+        let sent = pacing.send(0);
+        pacing.received(sent, 0);
+        assert_eq!(pacing.want(4, 0), 4);
+    }
+
+    #[test]
+    fn a_failed_claim_gives_back_what_it_asked_for() {
+        let mut pacing = Pacing::new(8, 256);
+        let sent = pacing.send(8);
+        assert_eq!(pacing.want(8, 0), 0);
+        pacing.failed(sent);
+        assert_eq!(pacing.want(8, 0), 8);
+    }
+}

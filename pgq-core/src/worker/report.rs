@@ -1,0 +1,77 @@
+//! Where a worker tells what it did: events for whoever subscribed, and running totals.
+
+use tokio::sync::{broadcast, watch};
+
+use crate::job_id::JobId;
+use crate::worker::event::{JobOutcome, WorkerEvent, WorkerStats};
+
+/// How many events a slow receiver may fall behind before it lags.
+const EVENT_CAPACITY: usize = 1024;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Reporter {
+    events: broadcast::Sender<WorkerEvent>,
+    stats: watch::Sender<WorkerStats>,
+}
+
+/// One attempt's end, as reported.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub(crate) id: JobId,
+    pub(crate) task: String,
+    pub(crate) attempt: i32,
+    pub(crate) outcome: JobOutcome,
+    pub(crate) error: Option<String>,
+}
+
+impl Reporter {
+    pub(crate) fn new() -> Self {
+        Self {
+            events: broadcast::channel(EVENT_CAPACITY).0,
+            stats: watch::channel(WorkerStats::default()).0,
+        }
+    }
+
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<WorkerEvent> {
+        self.events.subscribe()
+    }
+
+    pub(crate) fn stats(&self) -> watch::Receiver<WorkerStats> {
+        self.stats.subscribe()
+    }
+
+    pub(crate) fn emit(&self, event: WorkerEvent) {
+        // No receiver is fine: events are for whoever listens.
+        let _ = self.events.send(event);
+    }
+
+    pub(crate) fn claimed(&self, count: usize) {
+        if count > 0 {
+            self.stats
+                .send_modify(|stats| stats.claimed += count as u64);
+        }
+    }
+
+    /// Reports attempts that ended: one stats update for all of them, since every update wakes
+    /// whoever watches the stats, then an event each.
+    pub(crate) fn finished(&self, ended: impl IntoIterator<Item = Finished>) {
+        let ended: Vec<Finished> = ended.into_iter().collect();
+        if ended.is_empty() {
+            return;
+        }
+        self.stats.send_modify(|stats| {
+            for finished in &ended {
+                stats.count(finished.outcome);
+            }
+        });
+        for finished in ended {
+            self.emit(WorkerEvent::JobFinished {
+                id: finished.id,
+                task: finished.task,
+                attempt: finished.attempt,
+                outcome: finished.outcome,
+                error: finished.error,
+            });
+        }
+    }
+}

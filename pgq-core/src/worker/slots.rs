@@ -1,0 +1,102 @@
+//! One queue's side of a worker: its free slots, what wakes its dispatcher, and how many of its
+//! attempts are still to be reported.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+#[derive(Debug)]
+pub(crate) struct QueueSlots {
+    pub(crate) name: Arc<str>,
+    pub(crate) concurrency: usize,
+    /// One permit per handler running.
+    slots: Arc<Semaphore>,
+    /// A notification or a poll: jobs may be due.
+    pub(crate) wake: Notify,
+    /// A handler returned, a success waits for a tick, or the last active attempt ended.
+    pub(crate) changed: Notify,
+    /// Attempts started whose outcome is not reported yet.
+    active: AtomicUsize,
+    /// Handlers that returned since the dispatcher last looked.
+    returned: AtomicUsize,
+}
+
+/// A running attempt's place in its queue: the slot its handler holds, and its count as active.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) permit: OwnedSemaphorePermit,
+    pub(crate) active: Active,
+}
+
+/// Counts an attempt as active until its outcome is reported (the guard drops).
+#[derive(Debug)]
+pub(crate) struct Active {
+    queue: Arc<QueueSlots>,
+}
+
+impl QueueSlots {
+    pub(crate) fn new(name: &str, concurrency: usize) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.into(),
+            concurrency,
+            slots: Arc::new(Semaphore::new(concurrency)),
+            wake: Notify::new(),
+            changed: Notify::new(),
+            active: AtomicUsize::new(0),
+            returned: AtomicUsize::new(0),
+        })
+    }
+
+    /// A free slot, counted as active, if there is one.
+    pub(crate) fn try_slot(self: &Arc<Self>) -> Option<Slot> {
+        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        self.active.fetch_add(1, Ordering::SeqCst);
+        Some(Slot {
+            permit,
+            active: Active {
+                queue: self.clone(),
+            },
+        })
+    }
+
+    /// Slots free now.
+    pub(crate) fn free(&self) -> usize {
+        self.slots.available_permits()
+    }
+
+    /// Handlers running now.
+    pub(crate) fn running(&self) -> usize {
+        self.concurrency - self.free().min(self.concurrency)
+    }
+
+    /// Attempts whose outcome is not reported yet.
+    pub(crate) fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// How many handlers returned since the last call.
+    pub(crate) fn take_returned(&self) -> usize {
+        self.returned.swap(0, Ordering::SeqCst)
+    }
+}
+
+impl Slot {
+    /// The handler returned: its slot is free for the next job; the attempt stays active.
+    pub(crate) fn handler_returned(self) -> Active {
+        drop(self.permit);
+        let queue = &self.active.queue;
+        queue.returned.fetch_add(1, Ordering::SeqCst);
+        queue.changed.notify_one();
+        self.active
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        // The last one lets a stopping dispatcher finish.
+        if self.queue.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.queue.changed.notify_one();
+        }
+    }
+}

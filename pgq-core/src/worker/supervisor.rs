@@ -1,0 +1,166 @@
+//! What a worker is made of, and the supervisor that starts its parts and shuts them down in
+//! order: stop claiming, let running jobs finish within the grace period, abort and release
+//! the rest, then stop the upkeep.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::sync::watch;
+
+use crate::client::Client;
+use crate::maintenance::cleaner::Cleaner;
+use crate::maintenance::rescuer::Rescuer;
+use crate::maintenance::{self};
+use crate::state::StateMap;
+use crate::worker::builder::WorkerConfig;
+use crate::worker::completer::Completer;
+use crate::worker::connections;
+use crate::worker::dispatcher::{self, Dispatch};
+use crate::worker::executor::Executor;
+use crate::worker::held::HeldJobs;
+use crate::worker::listener::Listener;
+use crate::worker::renewer::{self, Renewer};
+use crate::worker::report::Reporter;
+use crate::worker::slots::QueueSlots;
+use crate::worker::tasks::{TaskEntry, Tasks};
+
+/// How long shutdown waits, after aborting handlers past the grace period, for their jobs to be
+/// released.
+const RELEASE_TIME: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+pub(crate) struct Runtime {
+    pub(crate) config: WorkerConfig,
+    pub(crate) queues: Vec<Arc<QueueSlots>>,
+    pub(crate) executor: Arc<Executor>,
+    pub(crate) reporter: Reporter,
+    pub(crate) dispatch_pool: PgPool,
+    pub(crate) upkeep_pool: PgPool,
+    pub(crate) stopping: watch::Receiver<bool>,
+}
+
+impl Runtime {
+    pub(crate) fn new(
+        client: Client,
+        config: WorkerConfig,
+        handlers: HashMap<&'static str, TaskEntry>,
+        state: StateMap,
+        stopping: watch::Receiver<bool>,
+    ) -> Self {
+        let queues: Vec<_> = config
+            .queues
+            .iter()
+            .map(|(name, &concurrency)| QueueSlots::new(name, concurrency))
+            .collect();
+        let worker_id: Arc<str> = config.worker_id.as_str().into();
+        let reporter = Reporter::new();
+        let held = Arc::new(HeldJobs::default());
+        let completer = Arc::new(Completer::new(
+            client.pool().clone(),
+            worker_id.clone(),
+            reporter.clone(),
+            held.clone(),
+            &queues,
+        ));
+        let dispatch_pool = connections::dispatch_pool(client.pool(), queues.len());
+        let upkeep_pool = connections::upkeep_pool(client.pool());
+        let executor = Arc::new(Executor {
+            client,
+            worker_id,
+            tasks: Arc::new(Tasks::new(handlers)),
+            state: Arc::new(state),
+            held,
+            completer,
+        });
+        Self {
+            config,
+            queues,
+            executor,
+            reporter,
+            dispatch_pool,
+            upkeep_pool,
+            stopping,
+        }
+    }
+
+    pub(crate) fn worker_id(&self) -> &str {
+        &self.executor.worker_id
+    }
+
+    pub(crate) async fn close_pools(&self) {
+        self.upkeep_pool.close().await;
+        self.dispatch_pool.close().await;
+    }
+}
+
+/// Runs the listener, dispatchers and upkeep until told to stop, then shuts down in order.
+pub(crate) async fn supervise(runtime: Arc<Runtime>) {
+    let executor = &runtime.executor;
+    let config = &runtime.config;
+    // The listener and the renewer outlive the dispatchers: running jobs keep their leases and
+    // hear of cancellations through the grace period.
+    let (finish, finished) = watch::channel(false);
+    let listener = Listener {
+        options: executor.client.pool().connect_options().as_ref().clone(),
+        queues: runtime.queues.clone(),
+        held: executor.held.clone(),
+        reporter: runtime.reporter.clone(),
+    };
+    let listener = tokio::spawn(listener.listen());
+    let shortest_lease = Duration::from_millis(
+        u64::try_from(executor.tasks.shortest_lease_ms()).unwrap_or(u64::MAX),
+    );
+    let renewer = Renewer {
+        pool: runtime.upkeep_pool.clone(),
+        worker_id: executor.worker_id.clone(),
+        held: executor.held.clone(),
+        interval: renewer::interval(shortest_lease.min(config.lease)),
+    };
+    let renewer = tokio::spawn(maintenance::run(renewer, finished));
+    let rescuer = Rescuer {
+        pool: runtime.upkeep_pool.clone(),
+        config: config.rescuer.clone(),
+    };
+    let rescuer = tokio::spawn(maintenance::run(rescuer, runtime.stopping.clone()));
+    let cleaner = Cleaner {
+        pool: runtime.upkeep_pool.clone(),
+        config: config.cleaner.clone(),
+    };
+    let cleaner = tokio::spawn(maintenance::run(cleaner, runtime.stopping.clone()));
+    let dispatch = Dispatch {
+        executor: executor.clone(),
+        reporter: runtime.reporter.clone(),
+        pool: runtime.dispatch_pool.clone(),
+        poll_interval: config.poll_interval,
+        batch_size: config.batch_size,
+        stopping: runtime.stopping.clone(),
+    };
+    let dispatchers: Vec<_> = runtime
+        .queues
+        .iter()
+        .map(|queue| tokio::spawn(dispatcher::dispatch(dispatch.clone(), queue.clone())))
+        .collect();
+    let mut dispatchers = futures_util::future::join_all(dispatchers);
+
+    let mut stopping = runtime.stopping.clone();
+    let _ = stopping.wait_for(|stop| *stop).await;
+    // Dispatchers stop claiming and return once every running job has finished and been written.
+    if tokio::time::timeout(config.shutdown_grace, &mut dispatchers)
+        .await
+        .is_err()
+    {
+        executor.held.abort_running();
+        // The completer releases the aborted jobs; give it time to write that.
+        let _ = tokio::time::timeout(RELEASE_TIME, &mut dispatchers).await;
+    }
+    // Anything still held (an unwritten release) goes back to pending too.
+    executor.completer.release_all().await;
+    finish.send_replace(true);
+    listener.abort();
+    for upkeep in [listener, renewer, rescuer, cleaner] {
+        let _ = upkeep.await;
+    }
+    runtime.close_pools().await;
+}
