@@ -48,7 +48,7 @@ pub async fn examples_database() -> Result<PgConnectOptions, sqlx::Error> {
 /// `Client::connect` makes one. The quickstart shows these steps one by one.
 pub async fn client() -> Result<Client, pgq_core::Error> {
     let pool = PgPoolOptions::new()
-        .max_connections(pgq_core::DEFAULT_MAX_CONNECTIONS)
+        .max_connections(pgq_core::defaults::MAX_CONNECTIONS)
         .test_before_acquire(false)
         .connect_with(examples_database().await?)
         .await?;

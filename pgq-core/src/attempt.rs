@@ -4,38 +4,15 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::watch;
 
 use crate::client::Client;
 use crate::job_id::JobId;
+use crate::limits;
 use crate::store;
 use crate::store::attempt::Fence;
-
-/// At most one progress write per attempt in this interval; the latest state always follows.
-///
-/// ```
-/// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
-/// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Import { rows: u32 }
-/// # #[async_trait] impl Handler for Import {
-/// # async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
-/// // A call per row is fine: at most one write per PROGRESS_THROTTLE reaches the database,
-/// // and the latest state is always written.
-/// for row in 1..=self.rows {
-///     ctx.progress((row * 100 / self.rows) as u8, "importing").await;
-/// }
-/// # Ok(()) } }
-/// assert_eq!(pgq_core::PROGRESS_THROTTLE, std::time::Duration::from_secs(1));
-/// ```
-pub const PROGRESS_THROTTLE: Duration = Duration::from_secs(1);
-
-/// The longest stage name stored, in bytes (the column's limit); longer ones are cut.
-///
-/// ```
-/// assert_eq!(pgq_core::MAX_STAGE_BYTES, 1024);
-/// ```
-pub const MAX_STAGE_BYTES: usize = 1024;
 
 /// `text` cut to at most `max` bytes, at a character boundary.
 fn cut(text: &str, max: usize) -> &str {
@@ -235,7 +212,7 @@ impl AttemptState {
                 progress.percent = percent.min(100);
             }
             if let Some(stage) = stage {
-                progress.stage = cut(stage, MAX_STAGE_BYTES).to_owned();
+                progress.stage = cut(stage, limits::MAX_STAGE_BYTES).to_owned();
             }
             if event {
                 progress.unsent_events += 1;
@@ -243,10 +220,10 @@ impl AttemptState {
             progress.dirty = true;
             let due = progress
                 .last_write
-                .is_none_or(|at| at.elapsed() >= PROGRESS_THROTTLE);
+                .is_none_or(|at| at.elapsed() >= limits::PROGRESS_THROTTLE);
             if !due && !progress.flush_scheduled {
                 progress.flush_scheduled = true;
-                let wait = PROGRESS_THROTTLE.saturating_sub(
+                let wait = limits::PROGRESS_THROTTLE.saturating_sub(
                     progress
                         .last_write
                         .map(|at| at.elapsed())

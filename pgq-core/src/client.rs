@@ -7,7 +7,9 @@ use sqlx::PgConnection;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::enqueue::{self, DEFAULT_MAX_PAYLOAD_BYTES, EnqueueOptions, Enqueued};
+use crate::cancellation::Cancellation;
+use crate::defaults;
+use crate::enqueue::{self, EnqueueOptions, Enqueued};
 use crate::error::Result;
 use crate::job::Job;
 use crate::job_id::JobId;
@@ -16,25 +18,9 @@ use crate::maintenance::cleaner::{self, Retention};
 use crate::maintenance::rescuer;
 use crate::stats::QueueStats;
 use crate::store;
-use crate::store::control::Cancellation;
 use crate::task::Task;
 use crate::wakeup::Wakeups;
 use crate::watch::JobWatch;
-
-/// The connections a pool made by [`Client::connect`] keeps at most.
-///
-/// For a larger pool, build it yourself and hand it to [`Client::new`]:
-///
-/// ```no_run
-/// # async fn example() -> pgq_core::Result<()> {
-/// let pool = sqlx::postgres::PgPoolOptions::new()
-///     .max_connections(4 * pgq_core::DEFAULT_MAX_CONNECTIONS)
-///     .connect("postgres://postgres@127.0.0.1/app")
-///     .await?;
-/// let client = pgq_core::Client::new(pool);
-/// # Ok(()) }
-/// ```
-pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 
 /// pgq's handle on a database: enqueues tasks and reads jobs. Cheap to clone.
 ///
@@ -61,7 +47,7 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects a new pool of up to [`DEFAULT_MAX_CONNECTIONS`] connections.
+    /// Connects a new pool of up to [`defaults::MAX_CONNECTIONS`] connections.
     ///
     /// ```no_run
     /// # async fn example() -> pgq_core::Result<()> {
@@ -72,7 +58,7 @@ impl Client {
     /// ```
     pub async fn connect(url: &str) -> Result<Self> {
         let pool = PgPoolOptions::new()
-            .max_connections(DEFAULT_MAX_CONNECTIONS)
+            .max_connections(defaults::MAX_CONNECTIONS)
             // sqlx pings a connection before each use by default: a round trip per statement.
             .test_before_acquire(false)
             .connect(url)
@@ -95,7 +81,7 @@ impl Client {
     pub fn new(pool: PgPool) -> Self {
         Self {
             pool,
-            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            max_payload_bytes: defaults::MAX_PAYLOAD_BYTES,
             wakeups: Arc::default(),
             kept: Arc::default(),
         }
@@ -117,7 +103,7 @@ impl Client {
     }
 
     /// Enqueues to one queue within `window` share one notification to idle workers (default
-    /// [`WAKEUP_WINDOW`](crate::WAKEUP_WINDOW), 2 ms): a wider window sends fewer NOTIFYs under
+    /// [`defaults::WAKEUP_WINDOW`](crate::defaults::WAKEUP_WINDOW), 2 ms): a wider window sends fewer NOTIFYs under
     /// bursts, at up to that much more wake-up latency for the jobs after the first.
     ///
     /// ```no_run
@@ -315,7 +301,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn watch(&self, id: JobId) -> Result<JobWatch> {
-        JobWatch::start(self.clone(), id).await
+        JobWatch::start(self.pool.clone(), id).await
     }
 
     /// Cancels a job: a pending one at once; a claimed or running one by firing its handler's

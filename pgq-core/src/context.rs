@@ -9,9 +9,10 @@ use crate::attempt::{AttemptState, Backend};
 use crate::enqueue::{EnqueueOptions, Enqueued};
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
+use crate::limits;
 use crate::state::StateMap;
 use crate::store;
-use crate::task::{MAX_LEASE, Task};
+use crate::task::Task;
 
 /// The job a handler is running: its identity and attempt, application state, and the
 /// services around it — progress, cancellation, leases, completion in a transaction.
@@ -321,7 +322,7 @@ impl JobContext {
             return Ok(());
         };
         // Longer than a day is a day: the lease is renewed while the handler runs anyway.
-        let millis = i64::try_from(duration.min(MAX_LEASE).as_millis()).unwrap_or(i64::MAX);
+        let millis = i64::try_from(duration.min(limits::MAX_LEASE).as_millis()).unwrap_or(i64::MAX);
         if store::lease::extend(client.pool(), fence, millis).await? {
             Ok(())
         } else {

@@ -6,42 +6,9 @@ use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
+use crate::limits;
 use crate::queue;
-use crate::store::enqueue::JobTemplate;
-use crate::task::{MAX_MAX_ATTEMPTS, MAX_PRIORITY, MIN_PRIORITY, Task};
-
-/// The payload size limit of a new [`Client`](crate::Client): 256 KiB of JSON.
-///
-/// ```no_run
-/// # async fn example(pool: sqlx::PgPool) {
-/// // Reports carry their filters: allow 1 MiB instead of 256 KiB.
-/// let client = pgq_core::Client::new(pool)
-///     .with_max_payload_bytes(4 * pgq_core::DEFAULT_MAX_PAYLOAD_BYTES);
-/// # }
-/// ```
-pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 256 * 1024;
-
-/// The longest delay an enqueue accepts: 100 years (PostgreSQL's intervals stay in range).
-///
-/// ```
-/// assert!(pgq_core::MAX_DELAY >= std::time::Duration::from_secs(100 * 365 * 24 * 3600));
-/// ```
-pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-/// The longest unique key pgq stores, in bytes.
-///
-/// ```
-/// use pgq_core::{MAX_UNIQUE_KEY_BYTES, Task};
-///
-/// #[derive(serde::Serialize, serde::Deserialize, Task)]
-/// #[task(unique_key = "import:{path}")]
-/// struct Import { path: String }
-///
-/// // A longer key is refused at enqueue with Error::InvalidOption.
-/// let key = Import { path: "/data/2026/q3.csv".into() }.unique_key().unwrap();
-/// assert!(key.len() <= MAX_UNIQUE_KEY_BYTES);
-/// ```
-pub const MAX_UNIQUE_KEY_BYTES: usize = 1024;
+use crate::task::Task;
 
 /// Per-job overrides of a task's `#[task(...)]` settings.
 ///
@@ -231,6 +198,18 @@ impl Enqueued {
     }
 }
 
+/// Everything a new row needs but its payload and unique key.
+#[derive(Debug)]
+pub(crate) struct JobTemplate<'a> {
+    pub(crate) task: &'static str,
+    pub(crate) queue: &'a str,
+    pub(crate) priority: i16,
+    pub(crate) max_attempts: i32,
+    /// An absolute start time; when `None`, `now() + delay_ms` by the database clock.
+    pub(crate) run_at: Option<DateTime<Utc>>,
+    pub(crate) delay_ms: i64,
+}
+
 /// A task turned into what its row needs, after every check.
 pub(crate) struct PreparedTask {
     pub(crate) payload: String,
@@ -242,17 +221,21 @@ pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTe
     let queue = options.queue.as_deref().unwrap_or(T::QUEUE);
     queue::validate(queue)?;
     let priority = options.priority.unwrap_or(T::PRIORITY);
-    if !(MIN_PRIORITY..=MAX_PRIORITY).contains(&priority) {
+    if !(limits::MIN_PRIORITY..=limits::MAX_PRIORITY).contains(&priority) {
         return Err(invalid::<T>(
             "priority",
-            format!("{priority} is outside {MIN_PRIORITY}..={MAX_PRIORITY}"),
+            format!(
+                "{priority} is outside {}..={}",
+                limits::MIN_PRIORITY,
+                limits::MAX_PRIORITY
+            ),
         ));
     }
     let max_attempts = options.max_attempts.unwrap_or(T::MAX_ATTEMPTS);
-    if !(1..=MAX_MAX_ATTEMPTS).contains(&max_attempts) {
+    if !(1..=limits::MAX_MAX_ATTEMPTS).contains(&max_attempts) {
         return Err(invalid::<T>(
             "max_attempts",
-            format!("{max_attempts} is outside 1..={MAX_MAX_ATTEMPTS}"),
+            format!("{max_attempts} is outside 1..={}", limits::MAX_MAX_ATTEMPTS),
         ));
     }
     if options.run_at.is_some() && options.delay.is_some() {
@@ -262,7 +245,7 @@ pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTe
         ));
     }
     let delay_ms = match options.delay {
-        Some(delay) if delay > MAX_DELAY => {
+        Some(delay) if delay > limits::MAX_DELAY => {
             return Err(invalid::<T>(
                 "delay",
                 format!("{delay:?} is longer than 100 years"),
@@ -296,13 +279,14 @@ pub(crate) fn prepare<T: Task>(task: &T, max_payload_bytes: usize) -> Result<Pre
     }
     let unique_key = task.unique_key();
     if let Some(key) = &unique_key
-        && (key.is_empty() || key.len() > MAX_UNIQUE_KEY_BYTES)
+        && (key.is_empty() || key.len() > limits::MAX_UNIQUE_KEY_BYTES)
     {
         return Err(invalid::<T>(
             "unique_key",
             format!(
-                "{} bytes; a key has 1 to {MAX_UNIQUE_KEY_BYTES} bytes",
-                key.len()
+                "{} bytes; a key has 1 to {} bytes",
+                key.len(),
+                limits::MAX_UNIQUE_KEY_BYTES
             ),
         ));
     }

@@ -100,7 +100,7 @@ impl FromStr for JobStatus {
 }
 
 /// One failed attempt, as kept in a job's bounded error history: [`Job::errors`] holds the
-/// last 10, each message cut to [`MAX_ERROR_BYTES`](crate::MAX_ERROR_BYTES).
+/// last 10, each message cut to [`limits::MAX_ERROR_BYTES`](crate::limits::MAX_ERROR_BYTES).
 ///
 /// ```no_run
 /// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {

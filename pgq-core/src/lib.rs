@@ -1,14 +1,17 @@
 #![doc = include_str!("../../README.md")]
 
 mod attempt;
+mod cancellation;
 mod client;
 mod context;
+pub mod defaults;
 mod enqueue;
 mod error;
 mod handler;
 mod job;
 mod job_id;
 mod kept_connection;
+pub mod limits;
 mod maintenance;
 mod migrate;
 mod queue;
@@ -24,34 +27,22 @@ mod watch;
 mod worker;
 
 pub use async_trait::async_trait;
-pub use attempt::{MAX_STAGE_BYTES, PROGRESS_THROTTLE};
-pub use client::{Client, DEFAULT_MAX_CONNECTIONS};
+pub use cancellation::Cancellation;
+pub use client::Client;
 pub use context::JobContext;
-pub use enqueue::{
-    DEFAULT_MAX_PAYLOAD_BYTES, EnqueueOptions, Enqueued, MAX_DELAY, MAX_UNIQUE_KEY_BYTES,
-};
+pub use enqueue::{EnqueueOptions, Enqueued};
 pub use error::{Error, Result};
 pub use handler::Handler;
 pub use job::{AttemptError, Job, JobStatus};
 pub use job_id::JobId;
-pub use maintenance::cleaner::{
-    DEFAULT_CLEAN_INTERVAL, DEFAULT_RETAIN_COMPLETED, DEFAULT_RETAIN_FAILED, Retention,
-};
-pub use maintenance::rescuer::DEFAULT_RESCUE_INTERVAL;
+pub use maintenance::cleaner::Retention;
 pub use migrate::migrate;
-pub use queue::MAX_QUEUE_LEN;
 pub use registry::{Registry, TaskRegistration};
 pub use stats::QueueStats;
-pub use store::control::Cancellation;
-pub use task::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE, MAX_LEASE, MAX_MAX_ATTEMPTS,
-    MAX_PRIORITY, MIN_PRIORITY, Task,
-};
-pub use task_error::{MAX_ERROR_BYTES, TaskAction, TaskError};
-pub use wakeup::WAKEUP_WINDOW;
-pub use watch::{JobWatch, WATCH_POLL_INTERVAL};
+pub use task::Task;
+pub use task_error::{TaskAction, TaskError};
+pub use watch::JobWatch;
 pub use worker::{
-    DEFAULT_BATCH_SIZE, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE, DRAIN_LIMIT,
     DrainedJob, JobOutcome, Worker, WorkerBuilder, WorkerEvent, WorkerHandle, WorkerStats,
 };
 

@@ -1,16 +1,7 @@
 //! Queue names: what pgq accepts, checked before anything reaches the database.
 
 use crate::error::{Error, Result};
-
-/// The longest queue name pgq accepts, in characters. Longer names are refused with
-/// [`Error::InvalidQueue`].
-///
-/// ```
-/// let tenant = "acme-corp";
-/// let queue = format!("reports:{tenant}");
-/// assert!(queue.len() <= pgq_core::MAX_QUEUE_LEN);
-/// ```
-pub const MAX_QUEUE_LEN: usize = 64;
+use crate::limits;
 
 /// Checks that `queue` is 1 to 64 ASCII letters, digits, `_`, `-`, `.` or `:`.
 ///
@@ -20,7 +11,7 @@ pub(crate) fn validate(queue: &str) -> Result<()> {
     if queue.is_empty() {
         return Err(Error::invalid_queue(queue, "must not be empty"));
     }
-    if queue.chars().count() > MAX_QUEUE_LEN {
+    if queue.chars().count() > limits::MAX_QUEUE_LEN {
         return Err(Error::invalid_queue(queue, "longer than 64 characters"));
     }
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');

@@ -1,79 +1,10 @@
 //! The [`Task`] trait: a payload type that can be stored as a job.
 
+use crate::defaults;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-
-/// The queue a task goes to when `#[task(queue = ..)]` is not given.
-///
-/// ```
-/// # use pgq_core::Task;
-/// #[derive(serde::Serialize, serde::Deserialize, Task)]
-/// struct Ping;
-///
-/// assert_eq!(Ping::QUEUE, pgq_core::DEFAULT_QUEUE); // "default"
-/// ```
-pub const DEFAULT_QUEUE: &str = "default";
-/// The priority of a task when `#[task(priority = ..)]` is not given. Higher runs first.
-///
-/// ```
-/// # use pgq_core::Task;
-/// #[derive(serde::Serialize, serde::Deserialize, Task)]
-/// #[task(priority = 30)]
-/// struct Backfill { day: u32 }
-///
-/// assert!(Backfill::PRIORITY < pgq_core::DEFAULT_PRIORITY); // runs after normal work (100)
-/// ```
-pub const DEFAULT_PRIORITY: i16 = 100;
-/// How many attempts a task gets when `#[task(max_attempts = ..)]` is not given.
-///
-/// ```
-/// # use pgq_core::Task;
-/// #[derive(serde::Serialize, serde::Deserialize, Task)]
-/// struct Ping;
-///
-/// assert_eq!(Ping::MAX_ATTEMPTS, pgq_core::DEFAULT_MAX_ATTEMPTS); // 20
-/// ```
-pub const DEFAULT_MAX_ATTEMPTS: i32 = 20;
-/// The lowest priority a job may have.
-///
-/// ```
-/// use pgq_core::{EnqueueOptions, MIN_PRIORITY};
-///
-/// // Run this one only when nothing else is waiting.
-/// let options = EnqueueOptions::default().priority(MIN_PRIORITY);
-/// assert_eq!(options.priority, Some(0));
-/// ```
-pub const MIN_PRIORITY: i16 = 0;
-/// The highest priority a job may have; larger values are refused with
-/// [`Error::InvalidOption`](crate::Error::InvalidOption).
-///
-/// ```
-/// use pgq_core::{EnqueueOptions, MAX_PRIORITY};
-///
-/// // Ahead of everything else in its queue.
-/// let options = EnqueueOptions::default().priority(MAX_PRIORITY);
-/// assert_eq!(options.priority, Some(1000));
-/// ```
-pub const MAX_PRIORITY: i16 = 1000;
-/// The largest `max_attempts` a job may have; larger values are refused with
-/// [`Error::InvalidOption`](crate::Error::InvalidOption).
-///
-/// ```
-/// use pgq_core::{EnqueueOptions, MAX_MAX_ATTEMPTS};
-///
-/// let keep_trying = EnqueueOptions::default().max_attempts(MAX_MAX_ATTEMPTS);
-/// assert_eq!(keep_trying.max_attempts, Some(1000));
-/// ```
-pub const MAX_MAX_ATTEMPTS: i32 = 1000;
-
-/// The longest lease a task or worker may set; `#[task(lease = ..)]` checks the same limit.
-///
-/// ```
-/// assert_eq!(pgq_core::MAX_LEASE, std::time::Duration::from_secs(24 * 3600));
-/// ```
-pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 
 /// A payload type that pgq can store as a job and route back to its handler.
 ///
@@ -119,7 +50,7 @@ pub trait Task: Serialize + DeserializeOwned + Send + Sync + 'static {
     ///
     /// assert_eq!(SendWelcome::QUEUE, "email");
     /// ```
-    const QUEUE: &'static str = DEFAULT_QUEUE;
+    const QUEUE: &'static str = defaults::QUEUE;
     /// The priority of its jobs, from 0 to 1000; higher runs first (`priority`).
     ///
     /// ```
@@ -130,7 +61,7 @@ pub trait Task: Serialize + DeserializeOwned + Send + Sync + 'static {
     ///
     /// assert_eq!(ResetPassword::PRIORITY, 150); // a user is waiting
     /// ```
-    const PRIORITY: i16 = DEFAULT_PRIORITY;
+    const PRIORITY: i16 = defaults::PRIORITY;
     /// How many attempts a job gets before it is `failed` (`max_attempts`).
     ///
     /// ```
@@ -141,7 +72,7 @@ pub trait Task: Serialize + DeserializeOwned + Send + Sync + 'static {
     ///
     /// assert_eq!(CallPartner::MAX_ATTEMPTS, 5);
     /// ```
-    const MAX_ATTEMPTS: i32 = DEFAULT_MAX_ATTEMPTS;
+    const MAX_ATTEMPTS: i32 = defaults::MAX_ATTEMPTS;
     /// How long one attempt may run before it is stopped and counted as failed (`timeout`).
     ///
     /// ```

@@ -1,5 +1,6 @@
 //! What a handler returns when a job did not succeed, and what should happen next.
 
+use crate::limits;
 use std::fmt;
 use std::time::Duration;
 
@@ -160,7 +161,7 @@ impl TaskError {
         self.action
     }
 
-    /// The error message recorded on the job (cut to [`MAX_ERROR_BYTES`]).
+    /// The error message recorded on the job (cut to [`limits::MAX_ERROR_BYTES`]).
     ///
     /// ```
     /// use pgq_core::TaskError;
@@ -173,26 +174,13 @@ impl TaskError {
     }
 }
 
-/// The most of an error message pgq stores per attempt, in bytes. Longer messages are cut at
-/// a character boundary and end with `… (<length> bytes, truncated)`.
-///
-/// ```no_run
-/// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
-/// let job = client.job(id).await?.expect("job exists");
-/// if let Some(error) = &job.last_error {
-///     assert!(error.len() <= pgq_core::MAX_ERROR_BYTES);
-/// }
-/// # Ok(()) }
-/// ```
-pub const MAX_ERROR_BYTES: usize = 2048;
-
-/// Cuts a message to [`MAX_ERROR_BYTES`] at a character boundary, saying how long it was.
+/// Cuts a message to [`limits::MAX_ERROR_BYTES`] at a character boundary, saying how long it was.
 pub(crate) fn truncate_error(message: &str) -> String {
-    if message.len() <= MAX_ERROR_BYTES {
+    if message.len() <= limits::MAX_ERROR_BYTES {
         return message.to_owned();
     }
     let suffix = format!("… ({} bytes, truncated)", message.len());
-    let mut end = MAX_ERROR_BYTES - suffix.len();
+    let mut end = limits::MAX_ERROR_BYTES - suffix.len();
     while !message.is_char_boundary(end) {
         end -= 1;
     }
@@ -230,7 +218,8 @@ impl fmt::Display for TaskError {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_ERROR_BYTES, truncate_error};
+    use super::truncate_error;
+    use crate::limits;
 
     #[test]
     fn short_messages_are_kept_whole() {
@@ -241,7 +230,7 @@ mod tests {
     fn long_messages_are_cut_at_a_char_boundary() {
         let message = "é".repeat(5_000_000);
         let cut = truncate_error(&message);
-        assert!(cut.len() <= MAX_ERROR_BYTES, "{}", cut.len());
+        assert!(cut.len() <= limits::MAX_ERROR_BYTES, "{}", cut.len());
         assert!(cut.ends_with("… (10000000 bytes, truncated)"), "{cut}");
         assert!(cut.starts_with("éé"));
     }

@@ -15,10 +15,8 @@ use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::defaults;
 use crate::store;
-
-/// The window within which enqueues to one queue share a notification.
-pub const WAKEUP_WINDOW: Duration = Duration::from_millis(2);
 
 #[derive(Debug)]
 pub(crate) struct Wakeups {
@@ -30,7 +28,7 @@ pub(crate) struct Wakeups {
 
 impl Default for Wakeups {
     fn default() -> Self {
-        Self::new(WAKEUP_WINDOW)
+        Self::new(defaults::WAKEUP_WINDOW)
     }
 }
 

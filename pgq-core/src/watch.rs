@@ -1,28 +1,17 @@
 //! [`JobWatch`]: following one job's progress live, fed by NOTIFY with polling as a backstop.
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
+use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
-use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::job_id::JobId;
+use crate::limits;
 use crate::store;
 use crate::store::progress::PROGRESS_CHANNEL;
 
-/// How often a watcher re-reads the job when no notification arrives.
-///
-/// ```
-/// use std::time::Duration;
-///
-/// // A missed notification delays a watcher's update by at most this long.
-/// assert_eq!(pgq_core::WATCH_POLL_INTERVAL, Duration::from_millis(500));
-/// ```
-pub const WATCH_POLL_INTERVAL: Duration = Duration::from_millis(500);
-
-/// A live view of one job, from [`Client::watch`]: each call to [`next`](Self::next) returns
+/// A live view of one job, from [`Client::watch`](crate::Client::watch): each call to [`next`](Self::next) returns
 /// the job as soon as it changed, until it has finished.
 ///
 /// ```no_run
@@ -35,7 +24,7 @@ pub const WATCH_POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// ```
 #[derive(Debug)]
 pub struct JobWatch {
-    client: Client,
+    pool: PgPool,
     id: JobId,
     listener: PgListener,
     last_seen: Option<DateTime<Utc>>,
@@ -43,11 +32,11 @@ pub struct JobWatch {
 }
 
 impl JobWatch {
-    pub(crate) async fn start(client: Client, id: JobId) -> Result<Self> {
-        let mut listener = PgListener::connect_with(client.pool()).await?;
+    pub(crate) async fn start(pool: PgPool, id: JobId) -> Result<Self> {
+        let mut listener = PgListener::connect_with(&pool).await?;
         listener.listen(PROGRESS_CHANNEL).await?;
         Ok(Self {
-            client,
+            pool,
             id,
             listener,
             last_seen: None,
@@ -74,7 +63,7 @@ impl JobWatch {
             return Ok(None);
         }
         loop {
-            let job = store::job::find(self.client.pool(), self.id)
+            let job = store::job::find(&self.pool, self.id)
                 .await?
                 .ok_or(Error::JobNotFound(self.id))?;
             if self.last_seen != Some(job.updated_at) {
@@ -93,7 +82,7 @@ impl JobWatch {
                     }
                 }
             };
-            let _ = tokio::time::timeout(WATCH_POLL_INTERVAL, notified).await;
+            let _ = tokio::time::timeout(limits::WATCH_POLL_INTERVAL, notified).await;
         }
     }
 }

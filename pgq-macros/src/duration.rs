@@ -5,8 +5,7 @@
 
 use std::fmt;
 
-/// The longest duration any key accepts: 24 hours.
-const MAX_MILLIS: u64 = 24 * 60 * 60 * 1000;
+use crate::limits;
 
 /// The rules of one duration key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,18 +14,22 @@ pub(crate) struct Limits {
     pub(crate) key: &'static str,
     /// The shortest accepted duration; 1 accepts anything greater than zero.
     pub(crate) min_millis: u64,
+    /// The longest accepted duration.
+    pub(crate) max_millis: u64,
 }
 
 /// `timeout`: anything greater than zero.
 pub(crate) const TIMEOUT: Limits = Limits {
     key: "timeout",
     min_millis: 1,
+    max_millis: limits::MAX_TIMEOUT_MILLIS,
 };
 
-/// `lease`: mirrors `WorkerBuilder::build`, which wants a lease of at least 1 s.
+/// `lease`: as `WorkerBuilder::build` checks a worker's lease.
 pub(crate) const LEASE: Limits = Limits {
     key: "lease",
-    min_millis: 1_000,
+    min_millis: limits::MIN_LEASE_MILLIS,
+    max_millis: limits::MAX_LEASE_MILLIS,
 };
 
 /// Why a duration string was rejected.
@@ -44,7 +47,7 @@ pub(crate) enum ErrorKind {
     Format,
     /// Shorter than [`Limits::min_millis`]: `"0s"` and friends, or `"500ms"` for a lease.
     TooShort,
-    /// More than 24 hours.
+    /// Longer than [`Limits::max_millis`].
     TooLong,
 }
 
@@ -65,7 +68,11 @@ impl fmt::Display for DurationError {
                 "{key} must be at least {}",
                 Written(self.limits.min_millis)
             ),
-            ErrorKind::TooLong => write!(f, "{key} must be at most {}", Written(MAX_MILLIS)),
+            ErrorKind::TooLong => write!(
+                f,
+                "{key} must be at most {}",
+                Written(self.limits.max_millis)
+            ),
         }
     }
 }
@@ -106,7 +113,7 @@ impl Limits {
         let count: u64 = digits.parse().map_err(|_| error(ErrorKind::TooLong))?;
         match count.checked_mul(millis_per_unit) {
             Some(millis) if millis < self.min_millis.max(1) => Err(error(ErrorKind::TooShort)),
-            Some(millis) if millis <= MAX_MILLIS => Ok(millis),
+            Some(millis) if millis <= self.max_millis => Ok(millis),
             _ => Err(error(ErrorKind::TooLong)),
         }
     }
@@ -209,7 +216,7 @@ mod tests {
     #[test]
     fn limits_are_written_in_the_largest_whole_unit() {
         let written = |millis| Written(millis).to_string();
-        assert_eq!(written(MAX_MILLIS), "24h");
+        assert_eq!(written(limits::MAX_LEASE_MILLIS), "24h");
         assert_eq!(written(1_000), "1s");
         assert_eq!(written(90_000), "90s");
         assert_eq!(written(120_000), "2m");

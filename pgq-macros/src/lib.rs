@@ -6,6 +6,7 @@ mod ctxt;
 mod duration;
 mod expand;
 mod fallback;
+mod limits;
 mod unique_key;
 mod valid;
 

@@ -8,24 +8,24 @@ use crate::ast::{Input, Shape};
 use crate::attr::{Arg, Key};
 use crate::ctxt::Ctxt;
 use crate::duration::{self, Limits};
+use crate::limits;
 use crate::unique_key::Template;
 
-/// Mirrors `pgq_core::MIN_PRIORITY..=pgq_core::MAX_PRIORITY`.
-const PRIORITY_RANGE: std::ops::RangeInclusive<i128> = 0..=1000;
-/// Mirrors `1..=pgq_core::MAX_MAX_ATTEMPTS`.
-const MAX_ATTEMPTS_RANGE: std::ops::RangeInclusive<i128> = 1..=1000;
+const PRIORITY_RANGE: std::ops::RangeInclusive<i128> =
+    limits::MIN_PRIORITY as i128..=limits::MAX_PRIORITY as i128;
+const MAX_ATTEMPTS_RANGE: std::ops::RangeInclusive<i128> = 1..=limits::MAX_MAX_ATTEMPTS as i128;
 
 /// The rules for queue names.
 const QUEUE: Label = Label {
     what: "queue name",
-    max_len: 64,
+    max_len: limits::MAX_QUEUE_LEN,
     punctuation: &['_', '-', '.', ':'],
 };
 
 /// The rules for task names.
 const NAME: Label = Label {
     what: "task name",
-    max_len: 128,
+    max_len: limits::MAX_TASK_NAME_LEN,
     punctuation: &['_', '-', '.', ':', '/'],
 };
 

@@ -5,37 +5,11 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+use crate::defaults;
 use crate::error::Result;
 use crate::maintenance::Service;
 use crate::store;
 
-/// How long completed jobs are kept: 24 hours.
-///
-/// ```
-/// use pgq_core::{DEFAULT_RETAIN_COMPLETED, Retention};
-///
-/// // Keep completed jobs for a week instead.
-/// let retention = Retention { completed: 7 * DEFAULT_RETAIN_COMPLETED, ..Retention::default() };
-/// assert_eq!(retention.completed.as_secs(), 7 * 24 * 3600);
-/// ```
-pub const DEFAULT_RETAIN_COMPLETED: Duration = Duration::from_secs(24 * 3600);
-/// How long failed and cancelled jobs are kept, for inspection and manual retry: 7 days.
-///
-/// ```
-/// use pgq_core::{DEFAULT_RETAIN_FAILED, Retention};
-///
-/// assert_eq!(Retention::default().failed, DEFAULT_RETAIN_FAILED);
-/// assert_eq!(DEFAULT_RETAIN_FAILED.as_secs(), 7 * 24 * 3600);
-/// ```
-pub const DEFAULT_RETAIN_FAILED: Duration = Duration::from_secs(7 * 24 * 3600);
-/// How often each worker process tries to clean: every 60 s.
-///
-/// ```
-/// use std::time::Duration;
-///
-/// assert_eq!(pgq_core::DEFAULT_CLEAN_INTERVAL, Duration::from_secs(60));
-/// ```
-pub const DEFAULT_CLEAN_INTERVAL: Duration = Duration::from_secs(60);
 /// How many rows one delete statement removes at most.
 pub(crate) const CLEAN_BATCH: i64 = 1000;
 
@@ -47,7 +21,7 @@ pub(crate) const CLEAN_BATCH: i64 = 1000;
 ///     completed: Duration::from_secs(3600),
 ///     ..Default::default()
 /// };
-/// assert_eq!(retention.failed, pgq_core::DEFAULT_RETAIN_FAILED);
+/// assert_eq!(retention.failed, pgq_core::defaults::RETAIN_FAILED);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
@@ -60,8 +34,8 @@ pub struct Retention {
 impl Default for Retention {
     fn default() -> Self {
         Self {
-            completed: DEFAULT_RETAIN_COMPLETED,
-            failed: DEFAULT_RETAIN_FAILED,
+            completed: defaults::RETAIN_COMPLETED,
+            failed: defaults::RETAIN_FAILED,
         }
     }
 }

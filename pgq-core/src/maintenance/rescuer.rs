@@ -10,15 +10,6 @@ use crate::job_id::JobId;
 use crate::maintenance::Service;
 use crate::store;
 
-/// How often each worker process looks for expired leases: every 15 s. While any worker runs,
-/// a crashed worker's jobs are back in `pending` within this long after their lease ran out.
-///
-/// ```
-/// use std::time::Duration;
-///
-/// assert_eq!(pgq_core::DEFAULT_RESCUE_INTERVAL, Duration::from_secs(15));
-/// ```
-pub const DEFAULT_RESCUE_INTERVAL: Duration = Duration::from_secs(15);
 /// How many jobs one rescue statement takes at most.
 pub(crate) const RESCUE_BATCH: i64 = 1000;
 

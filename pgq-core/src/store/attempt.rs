@@ -5,6 +5,7 @@ use sqlx::{PgExecutor, PgPool, Row};
 
 use crate::error::Result;
 use crate::job_id::JobId;
+use crate::limits;
 
 /// Who holds an attempt: the fence every transition names.
 #[derive(Debug, Clone, Copy)]
@@ -66,8 +67,8 @@ pub(crate) async fn cancelled(
     Ok(done.rows_affected() == 1)
 }
 
-/// How many failed attempts a job's error history keeps.
-pub(crate) const ERROR_HISTORY: i64 = 10;
+/// How many failed attempts a job's error history keeps, as the statements bind it.
+pub(crate) const ERROR_HISTORY: i64 = limits::ERROR_HISTORY as i64;
 
 /// One statement for retry, retry-after, fail-now and snooze. `$4` is the action; `$5` an
 /// explicit delay in milliseconds (NULL: the default backoff); `$6` the error message.

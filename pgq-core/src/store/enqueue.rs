@@ -2,26 +2,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
 use sqlx::{Acquire, PgConnection, Postgres, Row};
 
-use crate::enqueue::Enqueued;
+use crate::enqueue::{Enqueued, JobTemplate};
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
-
-/// Everything a new row needs but its payload and unique key.
-#[derive(Debug)]
-pub(crate) struct JobTemplate<'a> {
-    pub(crate) task: &'static str,
-    pub(crate) queue: &'a str,
-    pub(crate) priority: i16,
-    pub(crate) max_attempts: i32,
-    /// An absolute start time; when `None`, `now() + delay_ms` by the database clock.
-    pub(crate) run_at: Option<DateTime<Utc>>,
-    pub(crate) delay_ms: i64,
-}
 
 /// How often an enqueue retries when the job holding its unique key finishes in between the
 /// insert and the lookup. Each round needs a job to finish exactly then; ten never happen.

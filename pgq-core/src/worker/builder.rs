@@ -4,51 +4,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::defaults;
 use crate::error::{Error, Result};
-use crate::maintenance::cleaner::{CleanerConfig, DEFAULT_CLEAN_INTERVAL, Retention};
-use crate::maintenance::rescuer::{DEFAULT_RESCUE_INTERVAL, RescuerConfig};
+use crate::limits;
+use crate::maintenance::cleaner::{CleanerConfig, Retention};
+use crate::maintenance::rescuer::RescuerConfig;
 use crate::queue;
 use crate::registry::Registry;
 use crate::state::StateMap;
-use crate::task::MAX_LEASE;
 use crate::worker::{TaskEntry, Worker};
-
-/// How long an idle worker waits between claims when no notification arrives.
-///
-/// ```
-/// use std::time::Duration;
-///
-/// // With NOTIFY, jobs start at once; a lost notification costs at most this long.
-/// assert_eq!(pgq_core::DEFAULT_POLL_INTERVAL, Duration::from_secs(1));
-/// ```
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
-/// How many jobs one claim statement takes at most: see [`WorkerBuilder::batch_size`].
-///
-/// ```
-/// assert_eq!(pgq_core::DEFAULT_BATCH_SIZE, 256);
-/// ```
-pub const DEFAULT_BATCH_SIZE: usize = 256;
-/// How long a claim holds a job before another worker may rescue it; renewed every third of it
-/// while the handler runs.
-///
-/// ```no_run
-/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
-/// // Slow, blocking-prone jobs: hold each claim four times as long as the default 60 s.
-/// let worker = pgq_core::Worker::builder(client)
-///     .queue("reports", 2)
-///     .lease(4 * pgq_core::DEFAULT_LEASE)
-///     .build()?;
-/// # Ok(()) }
-/// ```
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
-/// How long shutdown waits for running jobs before releasing them.
-///
-/// ```
-/// use std::time::Duration;
-///
-/// assert_eq!(pgq_core::DEFAULT_SHUTDOWN_GRACE, Duration::from_secs(15));
-/// ```
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Configures a [`Worker`]: which queues it serves, with how many jobs at once.
 ///
@@ -96,13 +60,13 @@ impl WorkerBuilder {
         Self {
             client,
             queues: Vec::new(),
-            poll_interval: DEFAULT_POLL_INTERVAL,
-            batch_size: DEFAULT_BATCH_SIZE,
-            lease: DEFAULT_LEASE,
-            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            poll_interval: defaults::POLL_INTERVAL,
+            batch_size: defaults::BATCH_SIZE,
+            lease: defaults::LEASE,
+            shutdown_grace: defaults::SHUTDOWN_GRACE,
             worker_id: None,
             state: StateMap::default(),
-            rescue_interval: DEFAULT_RESCUE_INTERVAL,
+            rescue_interval: defaults::RESCUE_INTERVAL,
             retention: Retention::default(),
         }
     }
@@ -189,7 +153,7 @@ impl WorkerBuilder {
         self
     }
 
-    /// How many jobs one claim takes at most (default [`DEFAULT_BATCH_SIZE`]). A claim asks for
+    /// How many jobs one claim takes at most (default [`defaults::BATCH_SIZE`]). A claim asks for
     /// the free slots plus what a round trip uses up, so only queues of quick jobs reach it. A
     /// worker holds at most this many claimed jobs beyond those running, or twice as many when
     /// more jobs return per round trip than the queue has slots (a second claim in flight).
@@ -291,7 +255,7 @@ impl WorkerBuilder {
         if self.poll_interval.is_zero() {
             return Err(Error::InvalidWorker("poll interval 0".into()));
         }
-        if self.lease < Duration::from_secs(1) || self.lease > MAX_LEASE {
+        if self.lease < limits::MIN_LEASE || self.lease > limits::MAX_LEASE {
             return Err(Error::InvalidWorker(format!(
                 "lease {:?} is outside 1 s..=24 h",
                 self.lease
@@ -324,7 +288,7 @@ impl WorkerBuilder {
             },
             cleaner: CleanerConfig {
                 retention: self.retention,
-                interval: DEFAULT_CLEAN_INTERVAL,
+                interval: defaults::CLEAN_INTERVAL,
             },
         };
         Ok(Worker::new(self.client, config, handlers, self.state))

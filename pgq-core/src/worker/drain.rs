@@ -5,24 +5,13 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::job_id::JobId;
+use crate::limits;
 use crate::store;
 use crate::store::tick::{Held, TickRequest};
 use crate::worker::event::{JobOutcome, WorkerEvent};
 use crate::worker::executor::Executor;
 use crate::worker::report::Reporter;
 use crate::worker::slots::QueueSlots;
-
-/// The most attempts one drain runs, so that a job that retries at once forever still ends it.
-///
-/// ```no_run
-/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
-/// let drained = pgq_core::Worker::builder(client).queue("email", 1).build()?.drain().await?;
-/// if drained.len() == pgq_core::DRAIN_LIMIT {
-///     println!("stopped at the limit: a job keeps retrying at once");
-/// }
-/// # Ok(()) }
-/// ```
-pub const DRAIN_LIMIT: usize = 10_000;
 
 /// One attempt a drain ran.
 ///
@@ -60,7 +49,7 @@ pub(crate) async fn drain(
     let pool = executor.client.pool();
     let tasks = &executor.tasks;
     let mut drained = Vec::new();
-    while drained.len() < DRAIN_LIMIT {
+    while drained.len() < limits::DRAIN_LIMIT {
         let mut ran = false;
         for queue in queues {
             let request = TickRequest {

@@ -28,11 +28,9 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
+pub use builder::WorkerBuilder;
 pub(crate) use builder::WorkerConfig;
-pub use builder::{
-    DEFAULT_BATCH_SIZE, DEFAULT_LEASE, DEFAULT_POLL_INTERVAL, DEFAULT_SHUTDOWN_GRACE, WorkerBuilder,
-};
-pub use drain::{DRAIN_LIMIT, DrainedJob};
+pub use drain::DrainedJob;
 pub use event::{JobOutcome, WorkerEvent, WorkerStats};
 pub(crate) use tasks::TaskEntry;
 
@@ -164,7 +162,7 @@ impl Worker {
     }
 
     /// Runs every due job of the worker's queues inline, one at a time in priority order, until
-    /// none is due (at most [`DRAIN_LIMIT`] attempts), and returns what each attempt did. Jobs
+    /// none is due (at most [`limits::DRAIN_LIMIT`](crate::limits::DRAIN_LIMIT) attempts), and returns what each attempt did. Jobs
     /// that retry at once run again within the same drain.
     ///
     /// ```no_run

@@ -125,7 +125,7 @@ async fn out_of_range_options_are_typed_errors() {
         (EnqueueOptions::default().priority(-1), "priority"),
         (EnqueueOptions::default().max_attempts(0), "max_attempts"),
         (
-            EnqueueOptions::default().delay(pgq_core::MAX_DELAY + Duration::from_secs(1)),
+            EnqueueOptions::default().delay(pgq_core::limits::MAX_DELAY + Duration::from_secs(1)),
             "delay",
         ),
         (

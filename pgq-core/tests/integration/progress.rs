@@ -70,7 +70,7 @@ async fn an_overlong_stage_is_cut_and_the_job_completes() {
     let job = client.job(id).await.unwrap().unwrap();
     assert_eq!(
         job.current_stage.map(|stage| stage.len()),
-        Some(pgq_core::MAX_STAGE_BYTES)
+        Some(pgq_core::limits::MAX_STAGE_BYTES)
     );
 }
 

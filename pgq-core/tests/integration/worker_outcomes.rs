@@ -128,7 +128,11 @@ async fn a_huge_error_is_truncated() {
     let (job, outcome, _) = run_one(&db, Then::HugeError).await;
     assert_eq!(outcome, JobOutcome::Retrying);
     let error = job.last_error.unwrap();
-    assert!(error.len() <= pgq_core::MAX_ERROR_BYTES, "{}", error.len());
+    assert!(
+        error.len() <= pgq_core::limits::MAX_ERROR_BYTES,
+        "{}",
+        error.len()
+    );
     assert!(error.ends_with("(5242880 bytes, truncated)"), "{error}");
 }
 

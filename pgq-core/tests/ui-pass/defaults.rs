@@ -26,9 +26,9 @@ struct Nightly {}
 
 fn main() {
     assert_eq!(Ping::NAME, "Ping");
-    assert_eq!(Ping::QUEUE, pgq_core::DEFAULT_QUEUE);
-    assert_eq!(Ping::PRIORITY, pgq_core::DEFAULT_PRIORITY);
-    assert_eq!(Ping::MAX_ATTEMPTS, pgq_core::DEFAULT_MAX_ATTEMPTS);
+    assert_eq!(Ping::QUEUE, pgq_core::defaults::QUEUE);
+    assert_eq!(Ping::PRIORITY, pgq_core::defaults::PRIORITY);
+    assert_eq!(Ping::MAX_ATTEMPTS, pgq_core::defaults::MAX_ATTEMPTS);
     assert_eq!(Ping::TIMEOUT, None);
     assert_eq!(Ping::LEASE, None);
     assert_eq!(Ping.unique_key(), None);

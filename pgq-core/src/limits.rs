@@ -1,0 +1,172 @@
+//! The limits pgq holds every job to, and its fixed intervals. The database's column types
+//! enforce the same bounds, and `#[derive(Task)]` checks its keys against them at compile time.
+
+use std::time::Duration;
+
+/// The lowest priority a job may have.
+///
+/// ```
+/// use pgq_core::{EnqueueOptions, limits::MIN_PRIORITY};
+///
+/// // Run this one only when nothing else is waiting.
+/// let options = EnqueueOptions::default().priority(MIN_PRIORITY);
+/// assert_eq!(options.priority, Some(0));
+/// ```
+pub const MIN_PRIORITY: i16 = 0;
+
+/// The highest priority a job may have; larger values are refused with
+/// [`Error::InvalidOption`](crate::Error::InvalidOption).
+///
+/// ```
+/// use pgq_core::{EnqueueOptions, limits::MAX_PRIORITY};
+///
+/// // Ahead of everything else in its queue.
+/// let options = EnqueueOptions::default().priority(MAX_PRIORITY);
+/// assert_eq!(options.priority, Some(1000));
+/// ```
+pub const MAX_PRIORITY: i16 = 1000;
+
+/// The largest `max_attempts` a job may have; larger values are refused with
+/// [`Error::InvalidOption`](crate::Error::InvalidOption).
+///
+/// ```
+/// use pgq_core::{EnqueueOptions, limits::MAX_MAX_ATTEMPTS};
+///
+/// let keep_trying = EnqueueOptions::default().max_attempts(MAX_MAX_ATTEMPTS);
+/// assert_eq!(keep_trying.max_attempts, Some(1000));
+/// ```
+pub const MAX_MAX_ATTEMPTS: i32 = 1000;
+
+/// The longest queue name pgq accepts, in characters. Longer names are refused with
+/// [`Error::InvalidQueue`](crate::Error::InvalidQueue).
+///
+/// ```
+/// let tenant = "acme-corp";
+/// let queue = format!("reports:{tenant}");
+/// assert!(queue.len() <= pgq_core::limits::MAX_QUEUE_LEN);
+/// ```
+pub const MAX_QUEUE_LEN: usize = 64;
+
+/// The longest unique key pgq stores, in bytes.
+///
+/// ```
+/// use pgq_core::{limits::MAX_UNIQUE_KEY_BYTES, Task};
+///
+/// #[derive(serde::Serialize, serde::Deserialize, Task)]
+/// #[task(unique_key = "import:{path}")]
+/// struct Import { path: String }
+///
+/// // A longer key is refused at enqueue with Error::InvalidOption.
+/// let key = Import { path: "/data/2026/q3.csv".into() }.unique_key().unwrap();
+/// assert!(key.len() <= MAX_UNIQUE_KEY_BYTES);
+/// ```
+pub const MAX_UNIQUE_KEY_BYTES: usize = 1024;
+
+/// The longest delay an enqueue accepts: 100 years (PostgreSQL's intervals stay in range).
+///
+/// ```
+/// assert!(pgq_core::limits::MAX_DELAY >= std::time::Duration::from_secs(100 * 365 * 24 * 3600));
+/// ```
+pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The longest lease a task or worker may set; `#[task(lease = ..)]` checks the same limit.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_LEASE, std::time::Duration::from_secs(24 * 3600));
+/// ```
+pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
+
+/// The most of an error message pgq stores per attempt, in bytes. Longer messages are cut at
+/// a character boundary and end with `… (<length> bytes, truncated)`.
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+/// let job = client.job(id).await?.expect("job exists");
+/// if let Some(error) = &job.last_error {
+///     assert!(error.len() <= pgq_core::limits::MAX_ERROR_BYTES);
+/// }
+/// # Ok(()) }
+/// ```
+pub const MAX_ERROR_BYTES: usize = 2048;
+
+/// The longest stage name stored, in bytes (the column's limit); longer ones are cut.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_STAGE_BYTES, 1024);
+/// ```
+pub const MAX_STAGE_BYTES: usize = 1024;
+
+/// At most one progress write per attempt in this interval; the latest state always follows.
+///
+/// ```
+/// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+/// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Import { rows: u32 }
+/// # #[async_trait] impl Handler for Import {
+/// # async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+/// // A call per row is fine: at most one write per PROGRESS_THROTTLE reaches the database,
+/// // and the latest state is always written.
+/// for row in 1..=self.rows {
+///     ctx.progress((row * 100 / self.rows) as u8, "importing").await;
+/// }
+/// # Ok(()) } }
+/// assert_eq!(pgq_core::limits::PROGRESS_THROTTLE, std::time::Duration::from_secs(1));
+/// ```
+pub const PROGRESS_THROTTLE: Duration = Duration::from_secs(1);
+
+/// How often a watcher re-reads the job when no notification arrives.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// // A missed notification delays a watcher's update by at most this long.
+/// assert_eq!(pgq_core::limits::WATCH_POLL_INTERVAL, Duration::from_millis(500));
+/// ```
+pub const WATCH_POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The most attempts one drain runs, so that a job that retries at once forever still ends it.
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// let drained = pgq_core::Worker::builder(client).queue("email", 1).build()?.drain().await?;
+/// if drained.len() == pgq_core::limits::DRAIN_LIMIT {
+///     println!("stopped at the limit: a job keeps retrying at once");
+/// }
+/// # Ok(()) }
+/// ```
+pub const DRAIN_LIMIT: usize = 10_000;
+
+/// The shortest lease a task or worker may set.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MIN_LEASE, std::time::Duration::from_secs(1));
+/// ```
+pub const MIN_LEASE: Duration = Duration::from_secs(1);
+
+/// The longest `#[task(timeout = ..)]`.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_TIMEOUT, std::time::Duration::from_secs(24 * 3600));
+/// ```
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// The longest task name, in characters (`#[task(name = ..)]` or the type's name).
+///
+/// ```
+/// # use pgq_core::Task;
+/// #[derive(serde::Serialize, serde::Deserialize, Task)]
+/// #[task(name = "billing.invoices.charge")]
+/// struct Charge { invoice_id: i64 }
+///
+/// assert!(Charge::NAME.len() <= pgq_core::limits::MAX_TASK_NAME_LEN);
+/// ```
+pub const MAX_TASK_NAME_LEN: usize = 128;
+
+/// How many failed attempts a job's error history keeps, oldest first.
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
+/// let job = client.job(id).await?.expect("job exists");
+/// assert!(job.errors.len() <= pgq_core::limits::ERROR_HISTORY);
+/// # Ok(()) }
+/// ```
+pub const ERROR_HISTORY: usize = 10;
