@@ -103,8 +103,9 @@ impl Client {
     }
 
     /// Enqueues to one queue within `window` share one notification to idle workers (default
-    /// [`defaults::WAKEUP_WINDOW`](crate::defaults::WAKEUP_WINDOW), 2 ms): a wider window sends fewer NOTIFYs under
-    /// bursts, at up to that much more wake-up latency for the jobs after the first.
+    /// [`WAKEUP_WINDOW`](crate::defaults::WAKEUP_WINDOW), 2 ms): a wider window sends fewer
+    /// NOTIFYs under bursts, at up to that much more wake-up latency for the jobs after the
+    /// first.
     ///
     /// ```no_run
     /// # async fn example(pool: sqlx::PgPool) {

@@ -60,7 +60,8 @@ pub const LEASE: Duration = Duration::from_secs(60);
 /// ```
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How many jobs one claim statement takes at most: see [`WorkerBuilder::batch_size`](crate::WorkerBuilder::batch_size).
+/// How many jobs one claim statement takes at most: see
+/// [`WorkerBuilder::batch_size`](crate::WorkerBuilder::batch_size).
 ///
 /// ```
 /// assert_eq!(pgq_core::defaults::BATCH_SIZE, 256);

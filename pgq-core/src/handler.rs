@@ -88,7 +88,7 @@ pub(crate) type AttemptFuture = Pin<Box<dyn Future<Output = Result<(), TaskError
 pub type RunFn = fn(Box<RawValue>, JobContext) -> AttemptFuture;
 
 /// One attempt: deserialize, run within the task's timeout, and apply its backoff.
-fn run<T: Handler>(payload: Box<RawValue>, ctx: JobContext) -> AttemptFuture {
+pub(crate) fn run<T: Handler>(payload: Box<RawValue>, ctx: JobContext) -> AttemptFuture {
     Box::pin(async move {
         let task: T = serde_json::from_str(payload.get()).map_err(|err| {
             TaskError::retry(format_args!(

@@ -1,8 +1,8 @@
 //! One pool connection that enqueues keep between calls.
 //!
 //! sqlx gives a connection back to its pool from a spawned task that first pings the server: a
-//! round trip and two thread wake-ups after every statement, about a tenth of a one-row
-//! enqueue's time. An enqueue that finds the kept connection free runs on it and leaves it
+//! round trip and two thread wake-ups after every statement (docs/performance.md has the
+//! cost). An enqueue that finds the kept connection free runs on it and leaves it
 //! there for the next one; concurrent enqueues take connections from the pool as before. The
 //! kept connection goes back to the pool after a failed or cancelled enqueue, when the pool has
 //! no other connection to give, after [`IDLE`] without use, and when the pool closes.

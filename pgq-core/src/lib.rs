@@ -49,12 +49,18 @@ pub use worker::{
 /// `#[derive(Task)]`: implements [`Task`] and registers the type. See the README for keys.
 pub use pgq_macros::Task;
 
+/// What `#[derive(Task)]` expands to; not for use in your code.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::__register_task as register_task;
-    pub use crate::attempt::Recording;
     pub use crate::handler::{HandlerProbe, RunFn, ViaHandler, ViaNoHandler};
     pub use crate::registry::TaskRegistration;
-    pub use crate::testing::{CancelSwitch, TestAttempt};
     pub use inventory;
+}
+
+/// What `pgq-testkit` builds on; use it through that crate.
+#[doc(hidden)]
+pub mod __testkit {
+    pub use crate::attempt::Recording;
+    pub use crate::testing::*;
 }

@@ -1,12 +1,22 @@
-//! The database-free attempt behind `pgq-testkit`'s handler unit tests: the handler's context
-//! records progress, events and enqueued tasks instead of writing them.
+//! What `pgq-testkit` builds on: a database-free attempt whose context records progress, events
+//! and enqueued tasks instead of writing them, run the way a worker runs one; and the test
+//! databases' own statements. Doc-hidden: use them through `pgq-testkit`.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+use sqlx::PgPool;
+use sqlx::postgres::PgConnectOptions;
 
 use crate::attempt::{AttemptState, Backend, Recording};
 use crate::context::JobContext;
+use crate::error::Result;
+use crate::handler::{self, Handler};
 use crate::job_id::JobId;
 use crate::state::StateMap;
+use crate::store;
+use crate::task_error::TaskError;
 
 /// One recorded attempt; use it through `pgq_testkit::TestContext`.
 #[doc(hidden)]
@@ -59,6 +69,26 @@ impl TestAttempt {
         )
     }
 
+    /// Runs `task`'s handler as a worker does: from its JSON form, within its `timeout`, with
+    /// its backoff applied to a plain retry. A panic in the handler propagates.
+    pub async fn run<T: Handler>(&self, task: T) -> std::result::Result<(), TaskError> {
+        let json = serde_json::to_string(&task)
+            .unwrap_or_else(|err| panic!("task {:?} cannot be serialized: {err}", T::NAME));
+        self.run_json::<T>(&json).await
+    }
+
+    /// Runs the handler of `T` on a stored payload, as a worker would: a payload that does not
+    /// decode is the same failed attempt it would be in production.
+    pub async fn run_json<T: Handler>(&self, json: &str) -> std::result::Result<(), TaskError> {
+        let unique_key = serde_json::from_str::<T>(json)
+            .ok()
+            .and_then(|task| task.unique_key());
+        let ctx = self.context(T::NAME, T::QUEUE, unique_key);
+        let payload = RawValue::from_string(json.to_owned())
+            .map_err(|err| TaskError::retry(format_args!("payload is not JSON: {err}")))?;
+        handler::run::<T>(payload, ctx).await
+    }
+
     /// Fires `ctx.cancelled()`, as `Client::cancel` does for a running job.
     pub fn cancel(&self) {
         self.attempt.request_cancel();
@@ -87,4 +117,29 @@ impl CancelSwitch {
     pub fn cancel(&self) {
         self.0.request_cancel();
     }
+}
+
+/// Creates the database `name` on the server of `server`: letters, digits and `_` only.
+pub async fn create_database(server: &PgConnectOptions, name: &str) -> Result<()> {
+    store::testing::create_database(server, name).await
+}
+
+/// Drops the database `name`, ending the connections still open to it.
+pub async fn drop_database(server: &PgConnectOptions, name: &str) -> Result<()> {
+    store::testing::drop_database(server, name).await
+}
+
+/// Moves every unfinished job's run time and lease `by` earlier.
+pub async fn advance(pool: &PgPool, by: Duration) -> Result<()> {
+    store::testing::advance(pool, by).await
+}
+
+/// Makes one pending job due now.
+pub async fn make_due(pool: &PgPool, id: JobId) -> Result<()> {
+    store::testing::make_due(pool, id).await
+}
+
+/// The id and payload of every pending job of `task`, oldest id first.
+pub async fn pending(pool: &PgPool, task: &str) -> Result<Vec<(JobId, serde_json::Value)>> {
+    store::testing::pending(pool, task).await
 }

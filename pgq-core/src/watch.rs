@@ -11,8 +11,8 @@ use crate::limits;
 use crate::store;
 use crate::store::progress::PROGRESS_CHANNEL;
 
-/// A live view of one job, from [`Client::watch`](crate::Client::watch): each call to [`next`](Self::next) returns
-/// the job as soon as it changed, until it has finished.
+/// A live view of one job, from [`Client::watch`](crate::Client::watch): each call to
+/// [`next`](Self::next) returns the job as soon as it changed, until it has finished.
 ///
 /// ```no_run
 /// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {

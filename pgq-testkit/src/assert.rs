@@ -5,15 +5,12 @@ use sqlx::PgPool;
 
 /// Pending jobs of `T`, decoded, with their ids.
 async fn pending<T: Task>(pool: &PgPool) -> Vec<(i64, Result<T, String>, serde_json::Value)> {
-    let rows: Vec<(i64, serde_json::Value)> = sqlx::query_as(
-        "SELECT id, payload FROM pgq.jobs WHERE task = $1 AND status = 'pending' ORDER BY id",
-    )
-    .bind(T::NAME)
-    .fetch_all(pool)
-    .await
-    .unwrap_or_else(|err| panic!("cannot read pgq.jobs: {err}"));
+    let rows = pgq_core::__testkit::pending(pool, T::NAME)
+        .await
+        .unwrap_or_else(|err| panic!("cannot read pgq.jobs: {err}"));
     rows.into_iter()
         .map(|(id, payload)| {
+            let id = id.get();
             let task = serde_json::from_value::<T>(payload.clone()).map_err(|e| e.to_string());
             (id, task, payload)
         })

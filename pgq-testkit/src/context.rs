@@ -1,6 +1,6 @@
 //! [`TestContext`]: run a handler with no database and read what it did.
 
-use pgq_core::__private::TestAttempt;
+use pgq_core::__testkit::TestAttempt;
 use pgq_core::{Handler, Task, TaskError};
 
 /// A job context for handler unit tests: no database, no worker. The handler runs exactly as
@@ -160,8 +160,7 @@ impl TestContext {
     /// # }
     /// ```
     pub async fn run<T: Handler>(&self, task: T) -> Result<(), TaskError> {
-        let ctx = self.inner.context(T::NAME, T::QUEUE, task.unique_key());
-        task.handle(&ctx).await
+        self.inner.run(task).await
     }
 
     /// Fires `ctx.cancelled()` now; call it before `run` to start cancelled.
@@ -332,7 +331,7 @@ impl TestContext {
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct CancelSwitch(pgq_core::__private::CancelSwitch);
+pub struct CancelSwitch(pgq_core::__testkit::CancelSwitch);
 
 impl CancelSwitch {
     /// Fires the handler's `ctx.cancelled()`.

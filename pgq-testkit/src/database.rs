@@ -3,9 +3,9 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use pgq_core::{Client, JobId};
+use pgq_core::{__testkit, Client, JobId};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgConnection, PgPool};
+use sqlx::{ConnectOptions, PgPool};
 
 /// The server tests use when `DATABASE_URL` is not set.
 ///
@@ -62,17 +62,11 @@ impl TestDatabase {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
-        let mut admin = PgConnection::connect_with(&server)
+        __testkit::create_database(&server, &name)
             .await
             .unwrap_or_else(|err| {
-                panic!("cannot connect to PostgreSQL at {url:?} (set DATABASE_URL): {err}")
+                panic!("cannot create test database {name} at {url:?} (set DATABASE_URL): {err}")
             });
-        // The name is made here of letters, digits and underscores; DDL cannot bind it.
-        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-            .execute(&mut admin)
-            .await
-            .unwrap_or_else(|err| panic!("cannot create test database {name}: {err}"));
-        admin.close().await.ok();
         let pool = PgPoolOptions::new()
             .max_connections(10)
             .connect_with(server.clone().database(&name))
@@ -157,16 +151,9 @@ impl TestDatabase {
     /// # }
     /// ```
     pub async fn advance(&self, duration: Duration) {
-        sqlx::query(
-            "UPDATE pgq.jobs
-             SET run_at = run_at - $1 * interval '1 millisecond',
-                 lease_expires_at = lease_expires_at - $1 * interval '1 millisecond'
-             WHERE status IN ('pending', 'claimed', 'running')",
-        )
-        .bind(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX))
-        .execute(&self.pool)
-        .await
-        .unwrap_or_else(|err| panic!("cannot move time forward: {err}"));
+        __testkit::advance(&self.pool, duration)
+            .await
+            .unwrap_or_else(|err| panic!("cannot move time forward: {err}"));
     }
 
     /// Makes one pending job due now, leaving every other job's time alone.
@@ -186,9 +173,7 @@ impl TestDatabase {
     /// # }
     /// ```
     pub async fn make_due(&self, id: JobId) {
-        sqlx::query("UPDATE pgq.jobs SET run_at = now() WHERE id = $1 AND status = 'pending'")
-            .bind(id.get())
-            .execute(&self.pool)
+        __testkit::make_due(&self.pool, id)
             .await
             .unwrap_or_else(|err| panic!("cannot make job {id} due: {err}"));
     }
@@ -217,16 +202,9 @@ impl Drop for TestDatabase {
                 .enable_all()
                 .build()
                 .ok()?;
-            runtime.block_on(async move {
-                let mut admin = PgConnection::connect_with(&server).await.ok()?;
-                sqlx::raw_sql(AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-                )))
-                .execute(&mut admin)
-                .await
-                .ok()?;
-                admin.close().await.ok()
-            })
+            runtime
+                .block_on(__testkit::drop_database(&server, &name))
+                .ok()
         });
         let _ = dropper.join();
     }

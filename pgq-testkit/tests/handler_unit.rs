@@ -157,3 +157,59 @@ async fn the_cancellation_switch_fires_before_or_during_a_run() {
         TaskAction::Snooze(Duration::from_secs(60))
     );
 }
+
+/// A task whose in-memory value and stored form differ: `cached` is not stored.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(timeout = "50ms")]
+struct Render {
+    pages: u32,
+    #[serde(skip)]
+    cached: bool,
+}
+
+#[async_trait]
+impl Handler for Render {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        if self.cached {
+            return Ok(());
+        }
+        if self.pages > 100 {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+        Err(TaskError::retry("not cached"))
+    }
+
+    fn backoff(attempt: i32) -> Option<Duration> {
+        Some(Duration::from_secs(7 * attempt as u64))
+    }
+}
+
+#[tokio::test]
+async fn the_handler_sees_the_task_as_a_worker_would_after_its_json_round_trip() {
+    let ctx = TestContext::new().attempt(2);
+    let err = ctx
+        .run(Render {
+            pages: 1,
+            cached: true,
+        })
+        .await
+        .expect_err("a field that is not stored does not reach the handler");
+    // The task's own backoff turns a plain retry into a retry after 14 s, as under a worker.
+    assert_eq!(
+        err.action(),
+        TaskAction::RetryAfter(Duration::from_secs(14))
+    );
+}
+
+#[tokio::test]
+async fn the_task_timeout_applies() {
+    let ctx = TestContext::new();
+    let err = ctx
+        .run(Render {
+            pages: 500,
+            cached: false,
+        })
+        .await
+        .expect_err("the attempt runs past its 50 ms timeout");
+    assert!(err.message().contains("timed out after 50ms"), "{err:?}");
+}

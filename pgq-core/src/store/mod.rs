@@ -7,6 +7,8 @@ pub(crate) mod job;
 pub(crate) mod lease;
 pub(crate) mod maintenance;
 pub(crate) mod progress;
+pub(crate) mod schema;
+pub(crate) mod testing;
 pub(crate) mod tick;
 
 /// The channel enqueues notify, with the queue name as payload, so idle workers wake up.

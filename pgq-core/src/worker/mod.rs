@@ -162,8 +162,8 @@ impl Worker {
     }
 
     /// Runs every due job of the worker's queues inline, one at a time in priority order, until
-    /// none is due (at most [`limits::DRAIN_LIMIT`](crate::limits::DRAIN_LIMIT) attempts), and returns what each attempt did. Jobs
-    /// that retry at once run again within the same drain.
+    /// none is due (at most [`DRAIN_LIMIT`](crate::limits::DRAIN_LIMIT) attempts), and returns
+    /// what each attempt did. Jobs that retry at once run again within the same drain.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {

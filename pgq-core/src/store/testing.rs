@@ -1,0 +1,78 @@
+//! The statements behind `pgq-testkit`: test databases, moving time, and reading what waits.
+
+use std::time::Duration;
+
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgPool};
+
+use crate::error::{Error, Result};
+use crate::job_id::JobId;
+
+/// A database name made of ASCII letters, digits and `_`, quoted: DDL cannot bind it.
+fn database_name(name: &str) -> Result<String> {
+    let plain = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        Ok(format!("\"{name}\""))
+    } else {
+        Err(Error::InvalidWorker(format!(
+            "test database name {name:?}: use 1 to 63 ASCII letters, digits and '_'"
+        )))
+    }
+}
+
+pub(crate) async fn create_database(server: &PgConnectOptions, name: &str) -> Result<()> {
+    let name = database_name(name)?;
+    let mut admin = server.connect().await?;
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await?;
+    admin.close().await?;
+    Ok(())
+}
+
+pub(crate) async fn drop_database(server: &PgConnectOptions, name: &str) -> Result<()> {
+    let name = database_name(name)?;
+    let mut admin = server.connect().await?;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await?;
+    admin.close().await?;
+    Ok(())
+}
+
+const ADVANCE: &str = "
+UPDATE pgq.jobs
+SET run_at = run_at - $1 * interval '1 millisecond',
+    lease_expires_at = lease_expires_at - $1 * interval '1 millisecond'
+WHERE phase < 2";
+
+pub(crate) async fn advance(pool: &PgPool, by: Duration) -> Result<()> {
+    sqlx::query(ADVANCE)
+        .bind(i64::try_from(by.as_millis()).unwrap_or(i64::MAX))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+const MAKE_DUE: &str = "UPDATE pgq.jobs SET run_at = now() WHERE id = $1 AND status = 'pending'";
+
+pub(crate) async fn make_due(pool: &PgPool, id: JobId) -> Result<()> {
+    sqlx::query(MAKE_DUE).bind(id.get()).execute(pool).await?;
+    Ok(())
+}
+
+const PENDING: &str =
+    "SELECT id, payload FROM pgq.jobs WHERE task = $1 AND status = 'pending' ORDER BY id";
+
+pub(crate) async fn pending(pool: &PgPool, task: &str) -> Result<Vec<(JobId, serde_json::Value)>> {
+    let rows: Vec<(i64, serde_json::Value)> =
+        sqlx::query_as(PENDING).bind(task).fetch_all(pool).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, payload)| (JobId::from(id), payload))
+        .collect())
+}
