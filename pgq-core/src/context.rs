@@ -12,6 +12,7 @@ use crate::job_id::JobId;
 use crate::limits;
 use crate::state::StateMap;
 use crate::store;
+use crate::worker::completer;
 use crate::task::Task;
 
 /// The job a handler is running: its identity and attempt, application state, and the
@@ -358,9 +359,7 @@ impl JobContext {
             self.attempt.mark_completed_in_tx();
             return Ok(());
         };
-        self.attempt.flush().await;
-        if self.attempt.started().await && store::attempt::complete(&mut *conn, fence).await? {
-            self.attempt.mark_completed_in_tx();
+        if completer::complete_in(conn, &self.attempt, fence).await? {
             Ok(())
         } else {
             self.attempt.lose_lease();

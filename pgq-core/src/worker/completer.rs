@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::attempt::{AttemptState, Start};
 use crate::error::Result;
@@ -366,6 +366,136 @@ impl Batch {
     }
 }
 
+/// Completes an attempt inside the handler's own transaction (`ctx.complete_in`); when the
+/// handler returns, [`Completer::end`] checks that the transaction committed, and reports it.
+/// `false` when the fence no longer holds.
+pub(crate) async fn complete_in(
+    conn: &mut PgConnection,
+    state: &AttemptState,
+    fence: Fence<'_>,
+) -> Result<bool> {
+    state.flush().await;
+    let completed = state.started().await && store::attempt::complete(conn, fence).await?;
+    if completed {
+        state.mark_completed_in_tx();
+    }
+    Ok(completed)
+}
+
 fn millis(delay: std::time::Duration) -> i64 {
     i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use sqlx::postgres::PgPoolOptions;
+
+    use super::{Completer, Ended, Return};
+    use crate::attempt::{AttemptState, Backend};
+    use crate::job_id::JobId;
+    use crate::worker::event::{JobOutcome, WorkerEvent};
+    use crate::worker::held::HeldJobs;
+    use crate::worker::report::Reporter;
+    use crate::worker::slots::QueueSlots;
+
+    /// A completer whose batching never reaches a database (its pool never connects).
+    fn completer() -> (Completer, Arc<QueueSlots>, Reporter) {
+        let pool = PgPoolOptions::new()
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .expect("a lazy pool");
+        let queue = QueueSlots::new("email", 4);
+        let reporter = Reporter::new();
+        let held = Arc::new(HeldJobs::default());
+        let completer = Completer::new(
+            pool,
+            "worker-1".into(),
+            reporter.clone(),
+            held,
+            std::slice::from_ref(&queue),
+        );
+        (completer, queue, reporter)
+    }
+
+    fn attempt(id: i64) -> Arc<AttemptState> {
+        AttemptState::unconfirmed(JobId::from(id), 1, Backend::Recording(Mutex::default()))
+    }
+
+    async fn succeed(completer: &Completer, queue: &Arc<QueueSlots>, state: &Arc<AttemptState>) {
+        let slot = queue.try_slot().expect("a free slot");
+        let ended = completer
+            .end(Ended {
+                task: "Welcome".into(),
+                queue: "email".into(),
+                state: state.clone(),
+                returned: Return::Ok,
+                active: Some(slot.handler_returned()),
+            })
+            .await;
+        assert!(ended.is_none(), "a plain success waits for the queue's tick");
+    }
+
+    #[tokio::test]
+    async fn a_success_goes_with_the_first_tick_after_its_running_write() {
+        let (completer, queue, _) = completer();
+        let state = attempt(1);
+        succeed(&completer, &queue, &state).await;
+        assert!(completer.take_ready("email").is_empty(), "not started yet");
+        assert_eq!(queue.active(), 1, "still to be reported");
+        state.confirm_start(true);
+        let ready = completer.take_ready("email");
+        assert_eq!(ready.iter().map(|s| s.id).collect::<Vec<_>>(), [1.into()]);
+        assert!(completer.take_ready("email").is_empty(), "taken once");
+    }
+
+    #[tokio::test]
+    async fn a_tick_reports_what_it_wrote_and_what_was_fenced_off() {
+        let (completer, queue, reporter) = completer();
+        let mut events = reporter.subscribe();
+        let (written, fenced) = (attempt(1), attempt(2));
+        for state in [&written, &fenced] {
+            succeed(&completer, &queue, state).await;
+            state.confirm_start(true);
+        }
+        let ready = completer.take_ready("email");
+        assert_eq!(ready.len(), 2);
+        completer.batch_written(ready, &[JobId::from(1)]);
+        let mut outcomes = Vec::new();
+        for _ in 0..2 {
+            if let Ok(WorkerEvent::JobFinished { id, outcome, .. }) = events.try_recv() {
+                outcomes.push((id.get(), outcome));
+            }
+        }
+        outcomes.sort_by_key(|(id, _)| *id);
+        assert_eq!(
+            outcomes,
+            [(1, JobOutcome::Completed), (2, JobOutcome::LeaseLost)]
+        );
+        let stats = *reporter.stats().borrow();
+        assert_eq!((stats.completed, stats.lost), (1, 1));
+        assert_eq!(queue.active(), 0, "reported: nothing left to wait for");
+    }
+
+    #[tokio::test]
+    async fn a_refused_start_is_reported_lost_without_a_tick() {
+        let (completer, queue, reporter) = completer();
+        let state = attempt(3);
+        succeed(&completer, &queue, &state).await;
+        state.confirm_start(false);
+        assert!(completer.take_ready("email").is_empty());
+        assert_eq!(reporter.stats().borrow().lost, 1);
+        assert_eq!(queue.active(), 0);
+    }
+
+    #[tokio::test]
+    async fn successes_of_a_failed_tick_go_with_a_later_one() {
+        let (completer, queue, _) = completer();
+        let state = attempt(4);
+        succeed(&completer, &queue, &state).await;
+        state.confirm_start(true);
+        let ready = completer.take_ready("email");
+        completer.put_back("email", ready);
+        assert_eq!(completer.take_ready("email").len(), 1);
+    }
 }

@@ -6,7 +6,7 @@
 //! listener connection wakes the dispatchers on NOTIFY, with polling as the backstop.
 
 mod builder;
-mod completer;
+pub(crate) mod completer;
 mod connections;
 mod dispatcher;
 mod drain;
