@@ -269,7 +269,7 @@ impl AttemptState {
             worker_id,
         };
         let stage = (!stage.is_empty()).then_some(stage.as_str());
-        match store::progress::write(client.pool(), fence, percent, stage, events).await {
+        match store::progress::write(client.store(), fence, percent, stage, events).await {
             Ok(true) => {}
             Ok(false) => self.lose_lease(),
             Err(err) => {

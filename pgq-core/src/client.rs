@@ -18,6 +18,7 @@ use crate::maintenance::cleaner::{self, Retention};
 use crate::maintenance::rescuer;
 use crate::stats::QueueStats;
 use crate::store;
+use crate::store::Store;
 use crate::task::Task;
 use crate::wakeup::Wakeups;
 use crate::watch::JobWatch;
@@ -40,7 +41,7 @@ use crate::watch::JobWatch;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Client {
-    pool: PgPool,
+    store: Store,
     max_payload_bytes: usize,
     wakeups: Arc<Wakeups>,
     kept: Arc<KeptConnection>,
@@ -80,7 +81,7 @@ impl Client {
     /// ```
     pub fn new(pool: PgPool) -> Self {
         Self {
-            pool,
+            store: Store::new(pool, defaults::STATEMENT_TIMEOUT),
             max_payload_bytes: defaults::MAX_PAYLOAD_BYTES,
             wakeups: Arc::default(),
             kept: Arc::default(),
@@ -100,6 +101,28 @@ impl Client {
     pub fn with_max_payload_bytes(mut self, bytes: usize) -> Self {
         self.max_payload_bytes = bytes;
         self
+    }
+
+    /// How long pgq waits for the database to answer one of its own statements (default
+    /// [`STATEMENT_TIMEOUT`](crate::defaults::STATEMENT_TIMEOUT), 10 s) before it closes that
+    /// connection and returns [`Error::Unresponsive`](crate::Error::Unresponsive): a network
+    /// that went silent is noticed within this long. pgq's statements are short; your own
+    /// queries, and enqueues inside your transactions, are not bounded by it.
+    ///
+    /// ```no_run
+    /// # async fn example(pool: sqlx::PgPool) {
+    /// use std::time::Duration;
+    /// let client = pgq_core::Client::new(pool).with_statement_timeout(Duration::from_secs(5));
+    /// # }
+    /// ```
+    pub fn with_statement_timeout(mut self, timeout: Duration) -> Self {
+        self.store = Store::new(self.store.pool().clone(), timeout);
+        self
+    }
+
+    /// pgq's statements on the client's pool, within the statement timeout.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
     }
 
     /// Enqueues to one queue within `window` share one notification to idle workers (default
@@ -129,7 +152,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.store.pool()
     }
 
     /// Creates or updates pgq's schema; see [`migrate`](crate::migrate). Safe on every start.
@@ -141,7 +164,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn migrate(&self) -> Result<()> {
-        crate::migrate(&self.pool).await
+        crate::migrate(self.store.pool()).await
     }
 
     /// Enqueues a task with its `#[task(...)]` settings.
@@ -179,18 +202,27 @@ impl Client {
     ) -> Result<Enqueued> {
         let template = enqueue::template::<T>(&options)?;
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
-        let wakeup = self.wakeups.enqueue(&self.pool, template.queue);
-        let mut conn = self.kept.acquire(&self.pool).await?;
-        let enqueued = store::enqueue::insert_one(
-            &mut conn,
-            &template,
-            &task.payload,
-            task.unique_key.as_deref(),
-            options.replace,
-            wakeup.notifies(),
-        )
-        .await?;
-        conn.keep(&self.pool);
+        let wakeup = self.wakeups.enqueue(&self.store, template.queue);
+        let mut conn = self.kept.acquire(&self.store).await?;
+        let inserted = self
+            .store
+            .bound(store::enqueue::insert_one(
+                &mut conn,
+                &template,
+                &task.payload,
+                task.unique_key.as_deref(),
+                options.replace,
+                wakeup.notifies(),
+            ))
+            .await;
+        let enqueued = match inserted {
+            Ok(enqueued) => enqueued,
+            Err(err) => {
+                conn.discard_if_unresponsive(&err);
+                return Err(err);
+            }
+        };
+        conn.keep(self.store.pool());
         Ok(enqueued)
     }
 
@@ -275,7 +307,11 @@ impl Client {
         if payloads.is_empty() {
             return Ok(Vec::new());
         }
-        store::enqueue::insert_many(&self.pool, &template, payloads, unique_keys).await
+        self.store
+            .run(async |conn| {
+                store::enqueue::insert_many(conn, &template, payloads, unique_keys).await
+            })
+            .await
     }
 
     /// The job with this id, or `None` if there is none (never enqueued, or deleted).
@@ -288,7 +324,9 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn job(&self, id: JobId) -> Result<Option<Job>> {
-        store::job::find(&self.pool, id).await
+        self.store
+            .run(async |conn| store::job::find(conn, id).await)
+            .await
     }
 
     /// Follows a job's progress live until it finishes; see [`JobWatch`].
@@ -302,7 +340,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn watch(&self, id: JobId) -> Result<JobWatch> {
-        JobWatch::start(self.pool.clone(), id).await
+        JobWatch::start(self.store.clone(), id).await
     }
 
     /// Cancels a job: a pending one at once; a claimed or running one by firing its handler's
@@ -320,7 +358,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn cancel(&self, id: JobId) -> Result<Cancellation> {
-        store::control::cancel(&self.pool, id).await
+        store::control::cancel(&self.store, id).await
     }
 
     /// Runs a failed or cancelled job again: back to `pending`, due now, with at least one
@@ -340,7 +378,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn retry(&self, id: JobId) -> Result<()> {
-        store::control::retry(&self.pool, id).await
+        store::control::retry(&self.store, id).await
     }
 
     /// Returns every job the given worker holds to `pending` without spending their attempts:
@@ -354,7 +392,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn release_worker(&self, worker_id: &str) -> Result<Vec<JobId>> {
-        store::attempt::release_worker(&self.pool, worker_id).await
+        store::attempt::release_worker(&self.store, worker_id).await
     }
 
     /// Rescues every job whose lease expired now, as each worker's rescuer does periodically.
@@ -367,7 +405,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn rescue_expired(&self) -> Result<Vec<JobId>> {
-        rescuer::rescue(&self.pool).await
+        rescuer::rescue(&self.store).await
     }
 
     /// Deletes finished jobs past `retention`, as each worker's cleaner does periodically.
@@ -385,7 +423,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn delete_finished(&self, retention: Retention) -> Result<Option<u64>> {
-        cleaner::clean(&self.pool, retention).await
+        cleaner::clean(&self.store, retention).await
     }
 
     /// Per-queue counts by status, lag, and recent failures; one [`QueueStats`] per queue that
@@ -399,6 +437,6 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn stats(&self) -> Result<Vec<QueueStats>> {
-        store::maintenance::stats(&self.pool).await
+        store::maintenance::stats(&self.store).await
     }
 }

@@ -12,8 +12,8 @@ use crate::job_id::JobId;
 use crate::limits;
 use crate::state::StateMap;
 use crate::store;
-use crate::worker::completer;
 use crate::task::Task;
+use crate::worker::completer;
 
 /// The job a handler is running: its identity and attempt, application state, and the
 /// services around it — progress, cancellation, leases, completion in a transaction.
@@ -324,7 +324,7 @@ impl JobContext {
         };
         // Longer than a day is a day: the lease is renewed while the handler runs anyway.
         let millis = i64::try_from(duration.min(limits::MAX_LEASE).as_millis()).unwrap_or(i64::MAX);
-        if store::lease::extend(client.pool(), fence, millis).await? {
+        if store::lease::extend(client.store(), fence, millis).await? {
             Ok(())
         } else {
             self.attempt.lose_lease();

@@ -145,3 +145,11 @@ pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 
 /// The window within which enqueues to one queue share a notification.
 pub const WAKEUP_WINDOW: Duration = Duration::from_millis(2);
+
+/// How long pgq waits for the database to answer one of its own statements before it closes
+/// the connection: see [`Client::with_statement_timeout`](crate::Client::with_statement_timeout).
+///
+/// ```
+/// assert_eq!(pgq_core::defaults::STATEMENT_TIMEOUT, std::time::Duration::from_secs(10));
+/// ```
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -34,6 +34,10 @@ pub enum Error {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
 
+    /// The database did not answer one of pgq's statements in time; the connection was closed.
+    #[error("the database did not answer within {0:?}; the connection was closed")]
+    Unresponsive(std::time::Duration),
+
     /// Applying pgq's schema failed.
     #[error("migration {version} ({name}) failed: {message}")]
     Migration {

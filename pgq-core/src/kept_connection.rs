@@ -15,7 +15,8 @@ use sqlx::{PgConnection, PgPool, Postgres};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use tokio::time::Instant;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::store::Store;
 
 /// How long the connection stays kept without an enqueue.
 const IDLE: Duration = Duration::from_millis(20);
@@ -60,12 +61,14 @@ impl Drop for Checkout {
 impl KeptConnection {
     /// The kept connection if it is free (taken from the pool if none is kept yet), else a
     /// connection from the pool.
-    pub(crate) async fn acquire(&self, pool: &PgPool) -> Result<EnqueueConnection> {
+    pub(crate) async fn acquire(&self, store: &Store) -> Result<EnqueueConnection> {
+        let pool = store.pool();
         let Ok(mut slot) = self.slot.clone().try_lock_owned() else {
-            return Ok(EnqueueConnection::Pooled(pool.acquire().await?));
+            let connection = store.bound(async { Ok(pool.acquire().await?) }).await?;
+            return Ok(EnqueueConnection::Pooled(connection));
         };
         if slot.connection.is_none() {
-            slot.connection = Some(pool.acquire().await?);
+            slot.connection = Some(store.bound(async { Ok(pool.acquire().await?) }).await?);
         }
         Ok(EnqueueConnection::Kept(Checkout { slot, keep: false }))
     }
@@ -90,6 +93,23 @@ impl EnqueueConnection {
             slot.releasing = true;
             let slot = Arc::clone(OwnedMutexGuard::mutex(slot));
             tokio::spawn(release_when_idle(slot, pool.clone()));
+        }
+    }
+}
+
+impl EnqueueConnection {
+    /// After a statement the database did not answer in time, closes the connection rather
+    /// than returning it to the pool, whose check of it would wait as long.
+    pub(crate) fn discard_if_unresponsive(&mut self, err: &Error) {
+        if !matches!(err, Error::Unresponsive(_)) {
+            return;
+        }
+        let connection = match self {
+            EnqueueConnection::Kept(checkout) => checkout.slot.connection.as_mut(),
+            EnqueueConnection::Pooled(connection) => Some(connection),
+        };
+        if let Some(connection) = connection {
+            connection.close_on_drop();
         }
     }
 }

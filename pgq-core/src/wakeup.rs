@@ -11,12 +11,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::PgPool;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::defaults;
 use crate::store;
+use crate::store::Store;
 
 #[derive(Debug)]
 pub(crate) struct Wakeups {
@@ -83,7 +83,7 @@ impl Wakeups {
     }
 
     /// Decides how this enqueue wakes workers; hold the result until the insert has returned.
-    pub(crate) fn enqueue(self: &Arc<Self>, pool: &PgPool, queue: &str) -> Wakeup {
+    pub(crate) fn enqueue(self: &Arc<Self>, store: &Store, queue: &str) -> Wakeup {
         let now = Instant::now();
         let Ok(mut queues) = self.queues.lock() else {
             return Wakeup::Leading;
@@ -104,8 +104,8 @@ impl Wakeups {
         if !state.trailing {
             state.trailing = true;
             let fire_at = state.last.map_or(now, |last| last + self.window);
-            let (wakeups, pool, queue) = (self.clone(), pool.clone(), queue.to_owned());
-            tokio::spawn(async move { wakeups.trailing(fire_at, &pool, &queue).await });
+            let (wakeups, store, queue) = (self.clone(), store.clone(), queue.to_owned());
+            tokio::spawn(async move { wakeups.trailing(fire_at, &store, &queue).await });
         }
         Wakeup::Deferred {
             _until_returned: DeferredGuard {
@@ -116,7 +116,7 @@ impl Wakeups {
     }
 
     /// After the window, once every deferred insert has returned, notifies once.
-    async fn trailing(&self, fire_at: Instant, pool: &PgPool, queue: &str) {
+    async fn trailing(&self, fire_at: Instant, store: &Store, queue: &str) {
         tokio::time::sleep_until(fire_at).await;
         loop {
             let settled = self.settled.notified();
@@ -136,7 +136,7 @@ impl Wakeups {
             state.trailing = false;
             state.last = Some(Instant::now());
         }
-        if let Err(err) = store::enqueue::notify(pool, queue).await {
+        if let Err(err) = store::enqueue::notify(store, queue).await {
             // Workers still poll: this costs latency, never a job.
             tracing::warn!(queue, error = %err, "could not notify workers");
         }

@@ -1,7 +1,6 @@
 //! [`JobWatch`]: following one job's progress live, fed by NOTIFY with polling as a backstop.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
 use crate::error::{Error, Result};
@@ -9,6 +8,7 @@ use crate::job::Job;
 use crate::job_id::JobId;
 use crate::limits;
 use crate::store;
+use crate::store::Store;
 use crate::store::progress::PROGRESS_CHANNEL;
 
 /// A live view of one job, from [`Client::watch`](crate::Client::watch): each call to
@@ -24,7 +24,7 @@ use crate::store::progress::PROGRESS_CHANNEL;
 /// ```
 #[derive(Debug)]
 pub struct JobWatch {
-    pool: PgPool,
+    store: Store,
     id: JobId,
     listener: PgListener,
     last_seen: Option<DateTime<Utc>>,
@@ -32,11 +32,13 @@ pub struct JobWatch {
 }
 
 impl JobWatch {
-    pub(crate) async fn start(pool: PgPool, id: JobId) -> Result<Self> {
-        let mut listener = PgListener::connect_with(&pool).await?;
+    pub(crate) async fn start(store: Store, id: JobId) -> Result<Self> {
+        let mut listener = store
+            .bound(async { Ok(PgListener::connect_with(store.pool()).await?) })
+            .await?;
         listener.listen(PROGRESS_CHANNEL).await?;
         Ok(Self {
-            pool,
+            store,
             id,
             listener,
             last_seen: None,
@@ -63,7 +65,9 @@ impl JobWatch {
             return Ok(None);
         }
         loop {
-            let job = store::job::find(&self.pool, self.id)
+            let job = self
+                .store
+                .run(async |conn| store::job::find(conn, self.id).await)
                 .await?
                 .ok_or(Error::JobNotFound(self.id))?;
             if self.last_seen != Some(job.updated_at) {

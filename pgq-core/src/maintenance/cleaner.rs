@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
-
 use crate::defaults;
 use crate::error::Result;
 use crate::maintenance::Service;
 use crate::store;
+use crate::store::Store;
 
 /// How many rows one delete statement removes at most.
 pub(crate) const CLEAN_BATCH: i64 = 1000;
@@ -48,15 +47,15 @@ pub(crate) struct CleanerConfig {
 }
 
 /// Deletes what is past retention; `None` when another process is cleaning right now.
-pub(crate) async fn clean(pool: &PgPool, retention: Retention) -> Result<Option<u64>> {
-    store::maintenance::delete_finished(pool, retention.completed, retention.failed, CLEAN_BATCH)
+pub(crate) async fn clean(store: &Store, retention: Retention) -> Result<Option<u64>> {
+    store::maintenance::delete_finished(store, retention.completed, retention.failed, CLEAN_BATCH)
         .await
 }
 
 /// The cleaner as a periodic service.
 #[derive(Debug)]
 pub(crate) struct Cleaner {
-    pub(crate) pool: PgPool,
+    pub(crate) store: Store,
     pub(crate) config: CleanerConfig,
 }
 
@@ -68,7 +67,7 @@ impl Service for Cleaner {
     }
 
     async fn run_once(&mut self) -> Result<()> {
-        if let Some(deleted) = clean(&self.pool, self.config.retention).await?
+        if let Some(deleted) = clean(&self.store, self.config.retention).await?
             && deleted > 0
         {
             tracing::info!(deleted, "deleted old finished jobs");

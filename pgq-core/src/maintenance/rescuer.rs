@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
-
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::maintenance::Service;
 use crate::store;
+use crate::store::Store;
 
 /// How many jobs one rescue statement takes at most.
 pub(crate) const RESCUE_BATCH: i64 = 1000;
@@ -20,10 +19,10 @@ pub(crate) struct RescuerConfig {
 }
 
 /// Rescues every job whose lease has expired, a batch at a time.
-pub(crate) async fn rescue(pool: &PgPool) -> Result<Vec<JobId>> {
+pub(crate) async fn rescue(store: &Store) -> Result<Vec<JobId>> {
     let mut rescued = Vec::new();
     loop {
-        let batch = store::lease::rescue(pool, RESCUE_BATCH).await?;
+        let batch = store::lease::rescue(store, RESCUE_BATCH).await?;
         let done = (batch.len() as i64) < RESCUE_BATCH;
         rescued.extend(batch);
         if done {
@@ -35,7 +34,7 @@ pub(crate) async fn rescue(pool: &PgPool) -> Result<Vec<JobId>> {
 /// The rescuer as a periodic service.
 #[derive(Debug)]
 pub(crate) struct Rescuer {
-    pub(crate) pool: PgPool,
+    pub(crate) store: Store,
     pub(crate) config: RescuerConfig,
 }
 
@@ -47,7 +46,7 @@ impl Service for Rescuer {
     }
 
     async fn run_once(&mut self) -> Result<()> {
-        let ids = rescue(&self.pool).await?;
+        let ids = rescue(&self.store).await?;
         if !ids.is_empty() {
             tracing::warn!(count = ids.len(), jobs = ?ids, "rescued jobs whose lease expired");
         }

@@ -1,11 +1,12 @@
 //! Recording how each attempt ended. Every update out of claimed/running is fenced on
 //! (id, attempt, worker): zero rows changed means another attempt owns the job now.
 
-use sqlx::{PgExecutor, PgPool, Row};
+use sqlx::{PgExecutor, Row};
 
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::limits;
+use crate::store::Store;
 
 /// Who holds an attempt: the fence every transition names.
 #[derive(Debug, Clone, Copy)]
@@ -37,13 +38,17 @@ SELECT EXISTS (SELECT 1 FROM pgq.jobs
                WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'completed')";
 
 /// Whether this attempt completed the job (through `complete_in`, committed).
-pub(crate) async fn is_completed(pool: &PgPool, fence: Fence<'_>) -> Result<bool> {
-    Ok(sqlx::query_scalar(IS_COMPLETED)
-        .bind(fence.id.get())
-        .bind(fence.attempt)
-        .bind(fence.worker_id)
-        .fetch_one(pool)
-        .await?)
+pub(crate) async fn is_completed(store: &Store, fence: Fence<'_>) -> Result<bool> {
+    store
+        .run(async |conn| {
+            Ok(sqlx::query_scalar(IS_COMPLETED)
+                .bind(fence.id.get())
+                .bind(fence.attempt)
+                .bind(fence.worker_id)
+                .fetch_one(&mut *conn)
+                .await?)
+        })
+        .await
 }
 
 const CANCELLED: &str = "
@@ -53,18 +58,22 @@ WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'ru
 
 /// Ends a held job `cancelled` after its handler saw the request. `false` when fenced off.
 pub(crate) async fn cancelled(
-    pool: &PgPool,
+    store: &Store,
     fence: Fence<'_>,
     error: Option<&str>,
 ) -> Result<bool> {
-    let done = sqlx::query(CANCELLED)
-        .bind(fence.id.get())
-        .bind(fence.attempt)
-        .bind(fence.worker_id)
-        .bind(error)
-        .execute(pool)
-        .await?;
-    Ok(done.rows_affected() == 1)
+    store
+        .run(async |conn| {
+            let done = sqlx::query(CANCELLED)
+                .bind(fence.id.get())
+                .bind(fence.attempt)
+                .bind(fence.worker_id)
+                .bind(error)
+                .execute(&mut *conn)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
 }
 
 /// How many failed attempts a job's error history keeps, as the statements bind it.
@@ -116,34 +125,38 @@ pub(crate) struct FailedState {
 
 /// Records a failed attempt. `None` when the fence no longer holds.
 pub(crate) async fn fail(
-    pool: &PgPool,
+    store: &Store,
     fence: Fence<'_>,
     failure: Failure,
     error: &str,
 ) -> Result<Option<FailedState>> {
-    let (action, delay_ms) = match failure {
-        Failure::Retry(delay) => ("retry", delay),
-        Failure::Fail => ("fail", None),
-        Failure::Snooze(delay) => ("snooze", Some(delay)),
-    };
-    let row = sqlx::query(FAIL)
-        .bind(fence.id.get())
-        .bind(fence.attempt)
-        .bind(fence.worker_id)
-        .bind(action)
-        .bind(delay_ms)
-        .bind(error)
-        .bind(ERROR_HISTORY)
-        .fetch_optional(pool)
-        .await?;
-    row.map(|row| {
-        let failed = row.try_get::<String, _>("status")? == "failed";
-        Ok(FailedState {
-            failed,
-            due_now: !failed && row.try_get("due_now")?,
+    store
+        .run(async |conn| {
+            let (action, delay_ms) = match failure {
+                Failure::Retry(delay) => ("retry", delay),
+                Failure::Fail => ("fail", None),
+                Failure::Snooze(delay) => ("snooze", Some(delay)),
+            };
+            let row = sqlx::query(FAIL)
+                .bind(fence.id.get())
+                .bind(fence.attempt)
+                .bind(fence.worker_id)
+                .bind(action)
+                .bind(delay_ms)
+                .bind(error)
+                .bind(ERROR_HISTORY)
+                .fetch_optional(&mut *conn)
+                .await?;
+            row.map(|row| {
+                let failed = row.try_get::<String, _>("status")? == "failed";
+                Ok(FailedState {
+                    failed,
+                    due_now: !failed && row.try_get("due_now")?,
+                })
+            })
+            .transpose()
         })
-    })
-    .transpose()
+        .await
 }
 
 const RELEASE: &str = "
@@ -152,14 +165,18 @@ UPDATE pgq.jobs SET status = 'pending', phase = 0, attempts = attempts - 1, run_
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'running')";
 
 /// Returns one attempt to `pending` without spending it.
-pub(crate) async fn release(pool: &PgPool, fence: Fence<'_>) -> Result<bool> {
-    let done = sqlx::query(RELEASE)
-        .bind(fence.id.get())
-        .bind(fence.attempt)
-        .bind(fence.worker_id)
-        .execute(pool)
-        .await?;
-    Ok(done.rows_affected() == 1)
+pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<bool> {
+    store
+        .run(async |conn| {
+            let done = sqlx::query(RELEASE)
+                .bind(fence.id.get())
+                .bind(fence.attempt)
+                .bind(fence.worker_id)
+                .execute(&mut *conn)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
 }
 
 const RELEASE_WORKER: &str = "
@@ -169,10 +186,14 @@ WHERE worker_id = $1 AND status IN ('claimed', 'running')
 RETURNING id";
 
 /// Returns every job a worker holds to `pending` without spending their attempts.
-pub(crate) async fn release_worker(pool: &PgPool, worker_id: &str) -> Result<Vec<JobId>> {
-    let ids: Vec<i64> = sqlx::query_scalar(RELEASE_WORKER)
-        .bind(worker_id)
-        .fetch_all(pool)
-        .await?;
-    Ok(ids.into_iter().map(JobId::from).collect())
+pub(crate) async fn release_worker(store: &Store, worker_id: &str) -> Result<Vec<JobId>> {
+    store
+        .run(async |conn| {
+            let ids: Vec<i64> = sqlx::query_scalar(RELEASE_WORKER)
+                .bind(worker_id)
+                .fetch_all(&mut *conn)
+                .await?;
+            Ok(ids.into_iter().map(JobId::from).collect())
+        })
+        .await
 }

@@ -9,6 +9,7 @@ use sqlx::{Acquire, PgConnection, Postgres, Row};
 use crate::enqueue::{Enqueued, JobTemplate};
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
+use crate::store::Store;
 
 /// How often an enqueue retries when the job holding its unique key finishes in between the
 /// insert and the lookup. Each round needs a job to finish exactly then; ten never happen.
@@ -302,7 +303,11 @@ where
 const NOTIFY: &str = "SELECT pg_notify('pgq_insert', $1)";
 
 /// Wakes idle workers of `queue` with a notification of its own.
-pub(crate) async fn notify(pool: &sqlx::PgPool, queue: &str) -> Result<()> {
-    sqlx::query(NOTIFY).bind(queue).execute(pool).await?;
-    Ok(())
+pub(crate) async fn notify(store: &Store, queue: &str) -> Result<()> {
+    store
+        .run(async |conn| {
+            sqlx::query(NOTIFY).bind(queue).execute(&mut *conn).await?;
+            Ok(())
+        })
+        .await
 }

@@ -1,10 +1,11 @@
 //! Leases: renewing those of running jobs, extending one, rescuing expired ones. A lease that
 //! ran out is never renewed: the job belongs to the rescuer then.
 
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 
 use crate::error::Result;
 use crate::job_id::JobId;
+use crate::store::Store;
 use crate::store::attempt::{ERROR_HISTORY, Fence};
 
 /// One held attempt and the lease length it keeps.
@@ -33,25 +34,29 @@ RETURNING job.id, job.cancel_requested_at IS NOT NULL AS cancel_requested";
 /// Renews the leases of a worker's held jobs in one statement. Jobs missing from the result
 /// have lost their lease.
 pub(crate) async fn renew(
-    pool: &PgPool,
+    store: &Store,
     worker_id: &str,
     held: &[HeldLease],
 ) -> Result<Vec<Renewed>> {
-    let rows = sqlx::query(RENEW)
-        .bind(held.iter().map(|h| h.id.get()).collect::<Vec<_>>())
-        .bind(held.iter().map(|h| h.attempt).collect::<Vec<_>>())
-        .bind(held.iter().map(|h| h.lease_ms).collect::<Vec<_>>())
-        .bind(worker_id)
-        .fetch_all(pool)
-        .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Renewed {
-                id: JobId::from(row.try_get::<i64, _>("id")?),
-                cancel_requested: row.try_get("cancel_requested")?,
-            })
+    store
+        .run(async |conn| {
+            let rows = sqlx::query(RENEW)
+                .bind(held.iter().map(|h| h.id.get()).collect::<Vec<_>>())
+                .bind(held.iter().map(|h| h.attempt).collect::<Vec<_>>())
+                .bind(held.iter().map(|h| h.lease_ms).collect::<Vec<_>>())
+                .bind(worker_id)
+                .fetch_all(&mut *conn)
+                .await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(Renewed {
+                        id: JobId::from(row.try_get::<i64, _>("id")?),
+                        cancel_requested: row.try_get("cancel_requested")?,
+                    })
+                })
+                .collect()
         })
-        .collect()
+        .await
 }
 
 const EXTEND: &str = "
@@ -61,15 +66,19 @@ WHERE id = $1 AND attempts = $2 AND worker_id = $3
   AND status IN ('claimed', 'running') AND lease_expires_at > now()";
 
 /// Extends one lease. `false` when the fence no longer holds or the lease ran out.
-pub(crate) async fn extend(pool: &PgPool, fence: Fence<'_>, millis: i64) -> Result<bool> {
-    let done = sqlx::query(EXTEND)
-        .bind(fence.id.get())
-        .bind(fence.attempt)
-        .bind(fence.worker_id)
-        .bind(millis)
-        .execute(pool)
-        .await?;
-    Ok(done.rows_affected() == 1)
+pub(crate) async fn extend(store: &Store, fence: Fence<'_>, millis: i64) -> Result<bool> {
+    store
+        .run(async |conn| {
+            let done = sqlx::query(EXTEND)
+                .bind(fence.id.get())
+                .bind(fence.attempt)
+                .bind(fence.worker_id)
+                .bind(millis)
+                .execute(&mut *conn)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
 }
 
 /// Expired held jobs go back to `pending` with backoff, or to `failed` when their attempts are
@@ -98,11 +107,15 @@ WHERE job.id = expired.id
 RETURNING job.id";
 
 /// Rescues up to `limit` jobs whose lease expired.
-pub(crate) async fn rescue(pool: &PgPool, limit: i64) -> Result<Vec<JobId>> {
-    let ids: Vec<i64> = sqlx::query_scalar(RESCUE)
-        .bind(limit)
-        .bind(ERROR_HISTORY)
-        .fetch_all(pool)
-        .await?;
-    Ok(ids.into_iter().map(JobId::from).collect())
+pub(crate) async fn rescue(store: &Store, limit: i64) -> Result<Vec<JobId>> {
+    store
+        .run(async |conn| {
+            let ids: Vec<i64> = sqlx::query_scalar(RESCUE)
+                .bind(limit)
+                .bind(ERROR_HISTORY)
+                .fetch_all(&mut *conn)
+                .await?;
+            Ok(ids.into_iter().map(JobId::from).collect())
+        })
+        .await
 }

@@ -2,68 +2,65 @@
 
 use std::time::Duration;
 
-use sqlx::{Connection, PgPool, Row};
+use sqlx::Row;
 
 use crate::error::Result;
 use crate::stats::QueueStats;
+use crate::store::Store;
 
-/// The advisory lock held while deleting old jobs ("pgq_clea" in ASCII): one process at a time.
+/// The transaction-scoped advisory lock each deleting statement takes ("pgq_clea" in ASCII):
+/// while one process cleans, the others find it taken and leave the work to it.
 const CLEAN_LOCK: i64 = 0x7067_715f_636c_6561;
 
+/// One batch in one statement (no session state, so it works behind a transaction pooler):
+/// rows a concurrent statement holds are skipped, not waited for.
 const DELETE_FINISHED: &str = "
-DELETE FROM pgq.jobs WHERE id IN (
+WITH lock AS (SELECT pg_try_advisory_xact_lock($4) AS held),
+doomed AS (
     SELECT id FROM pgq.jobs
     WHERE phase = 2
       AND completed_at < now() - least($1, $2) * interval '1 millisecond'
       AND completed_at < now() - CASE WHEN status = 'completed' THEN $1 ELSE $2 END
                                  * interval '1 millisecond'
+      AND (SELECT held FROM lock)
     LIMIT $3
-)";
+    FOR UPDATE SKIP LOCKED
+),
+deleted AS (
+    DELETE FROM pgq.jobs WHERE id IN (SELECT id FROM doomed) RETURNING 1
+)
+SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM deleted) AS deleted";
 
 /// Deletes finished jobs older than their retention, `batch` rows per statement, unless
-/// another process holds the cleaning lock (then `None`).
+/// another process is cleaning (then `None`).
 pub(crate) async fn delete_finished(
-    pool: &PgPool,
+    store: &Store,
     completed: Duration,
     failed: Duration,
     batch: i64,
 ) -> Result<Option<u64>> {
-    let mut conn = pool.acquire().await?;
-    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-        .bind(CLEAN_LOCK)
-        .fetch_one(&mut *conn)
-        .await?;
-    if !locked {
-        return Ok(None);
-    }
     let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-    let mut deleted = 0;
-    let outcome = loop {
-        let done = sqlx::query(DELETE_FINISHED)
-            .bind(millis(completed))
-            .bind(millis(failed))
-            .bind(batch)
-            .execute(&mut *conn)
-            .await;
-        match done {
-            Ok(done) => {
-                deleted += done.rows_affected();
-                if done.rows_affected() < batch as u64 {
-                    break Ok(Some(deleted));
-                }
-            }
-            Err(err) => break Err(err.into()),
+    let mut total = 0;
+    loop {
+        let (held, deleted): (bool, i64) = store
+            .run(async |conn| {
+                Ok(sqlx::query_as(DELETE_FINISHED)
+                    .bind(millis(completed))
+                    .bind(millis(failed))
+                    .bind(batch)
+                    .bind(CLEAN_LOCK)
+                    .fetch_one(&mut *conn)
+                    .await?)
+            })
+            .await?;
+        if !held {
+            return Ok((total > 0).then_some(total));
         }
-    };
-    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
-        .bind(CLEAN_LOCK)
-        .execute(&mut *conn)
-        .await;
-    if unlocked.is_err() {
-        // The lock is tied to the session: closing it releases the lock.
-        conn.detach().close().await.ok();
+        total += u64::try_from(deleted).unwrap_or(0);
+        if deleted < batch {
+            return Ok(Some(total));
+        }
     }
-    outcome
 }
 
 const STATS: &str = "
@@ -87,28 +84,32 @@ FROM pgq.jobs
 GROUP BY queue
 ORDER BY queue";
 
-pub(crate) async fn stats(pool: &PgPool) -> Result<Vec<QueueStats>> {
-    let rows = sqlx::query(STATS).fetch_all(pool).await?;
-    let count = |row: &sqlx::postgres::PgRow, name: &str| -> Result<u64> {
-        Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
-    };
-    rows.iter()
-        .map(|row| {
-            Ok(QueueStats {
-                queue: row.try_get("queue")?,
-                due: count(row, "due")?,
-                scheduled: count(row, "scheduled")?,
-                claimed: count(row, "claimed")?,
-                running: count(row, "running")?,
-                completed: count(row, "completed")?,
-                failed: count(row, "failed")?,
-                cancelled: count(row, "cancelled")?,
-                oldest_due_age: row
-                    .try_get::<Option<f64>, _>("oldest_due_secs")?
-                    .map(|secs| Duration::from_secs_f64(secs.max(0.0))),
-                failed_last_hour: count(row, "failed_last_hour")?,
-                errors_last_hour: count(row, "errors_last_hour")?,
-            })
+pub(crate) async fn stats(store: &Store) -> Result<Vec<QueueStats>> {
+    store
+        .run(async |conn| {
+            let rows = sqlx::query(STATS).fetch_all(&mut *conn).await?;
+            let count = |row: &sqlx::postgres::PgRow, name: &str| -> Result<u64> {
+                Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
+            };
+            rows.iter()
+                .map(|row| {
+                    Ok(QueueStats {
+                        queue: row.try_get("queue")?,
+                        due: count(row, "due")?,
+                        scheduled: count(row, "scheduled")?,
+                        claimed: count(row, "claimed")?,
+                        running: count(row, "running")?,
+                        completed: count(row, "completed")?,
+                        failed: count(row, "failed")?,
+                        cancelled: count(row, "cancelled")?,
+                        oldest_due_age: row
+                            .try_get::<Option<f64>, _>("oldest_due_secs")?
+                            .map(|secs| Duration::from_secs_f64(secs.max(0.0))),
+                        failed_last_hour: count(row, "failed_last_hour")?,
+                        errors_last_hour: count(row, "errors_last_hour")?,
+                    })
+                })
+                .collect()
         })
-        .collect()
+        .await
 }

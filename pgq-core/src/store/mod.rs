@@ -1,4 +1,13 @@
 //! The store: every SQL statement pgq runs lives below this module, with values always bound.
+//! [`Store`] is how pgq reaches a database for statements of its own: each within a time limit,
+//! so that a connection that stopped answering (a dead network, a failover) is noticed and
+//! replaced instead of waiting on it forever.
+
+use std::time::Duration;
+
+use sqlx::{PgConnection, PgPool};
+
+use crate::error::{Error, Result};
 
 pub(crate) mod attempt;
 pub(crate) mod control;
@@ -13,3 +22,57 @@ pub(crate) mod tick;
 
 /// The channel enqueues notify, with the queue name as payload, so idle workers wake up.
 pub(crate) const INSERT_CHANNEL: &str = "pgq_insert";
+
+/// A pool, and how long pgq waits for one of its own statements on it.
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    pool: PgPool,
+    timeout: Duration,
+}
+
+impl Store {
+    pub(crate) fn new(pool: PgPool, timeout: Duration) -> Self {
+        Self { pool, timeout }
+    }
+
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The same limits on another pool.
+    pub(crate) fn on(&self, pool: PgPool) -> Self {
+        Self {
+            pool,
+            timeout: self.timeout,
+        }
+    }
+
+    /// Runs `work` on a connection of the pool within the time limit. A connection that did
+    /// not answer in time is closed: returned to the pool, it would be checked with a round
+    /// trip that waits as long as the network stays silent.
+    pub(crate) async fn run<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut PgConnection) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.bound(async { Ok(self.pool.acquire().await?) }).await?;
+        match tokio::time::timeout(self.timeout, work(&mut conn)).await {
+            Ok(done) => done,
+            Err(_) => {
+                conn.close_on_drop();
+                Err(Error::Unresponsive(self.timeout))
+            }
+        }
+    }
+
+    /// Waits at most the time limit for `work`, on a connection the caller holds; after an
+    /// [`Error::Unresponsive`] the caller closes that connection.
+    pub(crate) async fn bound<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        tokio::time::timeout(self.timeout, work)
+            .await
+            .unwrap_or(Err(Error::Unresponsive(self.timeout)))
+    }
+}

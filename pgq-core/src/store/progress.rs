@@ -1,8 +1,7 @@
 //! Progress of running jobs, and the notification live watchers follow.
 
-use sqlx::PgPool;
-
 use crate::error::Result;
+use crate::store::Store;
 use crate::store::attempt::Fence;
 
 /// The channel progress writes notify, with the job id as payload.
@@ -17,20 +16,24 @@ RETURNING pg_notify('pgq_progress', id::text)";
 
 /// Writes an attempt's progress. `false` when the fence no longer holds.
 pub(crate) async fn write(
-    pool: &PgPool,
+    store: &Store,
     fence: Fence<'_>,
     percent: u8,
     stage: Option<&str>,
     events: i32,
 ) -> Result<bool> {
-    let row = sqlx::query(WRITE)
-        .bind(fence.id.get())
-        .bind(fence.attempt)
-        .bind(fence.worker_id)
-        .bind(i16::from(percent))
-        .bind(stage)
-        .bind(events)
-        .fetch_optional(pool)
-        .await?;
-    Ok(row.is_some())
+    store
+        .run(async |conn| {
+            let row = sqlx::query(WRITE)
+                .bind(fence.id.get())
+                .bind(fence.attempt)
+                .bind(fence.worker_id)
+                .bind(i16::from(percent))
+                .bind(stage)
+                .bind(events)
+                .fetch_optional(&mut *conn)
+                .await?;
+            Ok(row.is_some())
+        })
+        .await
 }

@@ -10,12 +10,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 
 use crate::attempt::{AttemptState, Start};
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::store;
+use crate::store::Store;
 use crate::store::attempt::{Failure, Fence};
 use crate::task_error::{TaskAction, TaskError, truncate_error};
 use crate::worker::event::JobOutcome;
@@ -25,7 +26,7 @@ use crate::worker::slots::{Active, QueueSlots};
 
 #[derive(Debug)]
 pub(crate) struct Completer {
-    pool: PgPool,
+    store: Store,
     worker_id: Arc<str>,
     reporter: Reporter,
     held: Arc<HeldJobs>,
@@ -80,7 +81,7 @@ pub(crate) struct Ended {
 
 impl Completer {
     pub(crate) fn new(
-        pool: PgPool,
+        store: Store,
         worker_id: Arc<str>,
         reporter: Reporter,
         held: Arc<HeldJobs>,
@@ -97,7 +98,7 @@ impl Completer {
             })
             .collect();
         Self {
-            pool,
+            store,
             worker_id,
             reporter,
             held,
@@ -195,7 +196,7 @@ impl Completer {
         let fence = self.fence(state);
         let held = |written: Result<bool>, outcome| written.map(|held| held.then_some(outcome));
         if matches!(returned, Return::Ok) && state.completed_in_tx() {
-            match store::attempt::is_completed(&self.pool, fence).await {
+            match store::attempt::is_completed(&self.store, fence).await {
                 Ok(true) => return (Ok(Some(JobOutcome::Completed)), None),
                 Ok(false) => {} // the handler's transaction rolled back: complete it here
                 Err(err) => return (Err(err), None),
@@ -206,12 +207,15 @@ impl Completer {
             _ => None,
         };
         if state.is_cancel_requested() {
-            let written = store::attempt::cancelled(&self.pool, fence, error.as_deref()).await;
+            let written = store::attempt::cancelled(&self.store, fence, error.as_deref()).await;
             return (held(written, JobOutcome::Cancelled), error);
         }
         match returned {
             Return::Ok => {
-                let written = store::attempt::complete(&self.pool, fence).await;
+                let written = self
+                    .store
+                    .run(async |conn| store::attempt::complete(conn, fence).await)
+                    .await;
                 (held(written, JobOutcome::Completed), None)
             }
             Return::Err(err) => self.write_failure(queue, fence, &err).await,
@@ -220,7 +224,7 @@ impl Completer {
                 self.write_failure(queue, fence, &err).await
             }
             Return::Aborted => {
-                let written = store::attempt::release(&self.pool, fence).await;
+                let written = store::attempt::release(&self.store, fence).await;
                 (held(written, JobOutcome::Released), None)
             }
         }
@@ -239,7 +243,7 @@ impl Completer {
             TaskAction::Fail => Failure::Fail,
             TaskAction::Snooze(delay) => Failure::Snooze(millis(delay)),
         };
-        let written = store::attempt::fail(&self.pool, fence, failure, &message).await;
+        let written = store::attempt::fail(&self.store, fence, failure, &message).await;
         let outcome = written.map(|state| {
             state.map(|state| {
                 if state.due_now
@@ -333,14 +337,14 @@ impl Completer {
             attempt,
             worker_id: &self.worker_id,
         };
-        if let Err(err) = store::attempt::release(&self.pool, fence).await {
+        if let Err(err) = store::attempt::release(&self.store, fence).await {
             tracing::warn!(job = %id, error = %err, "could not release an unstarted job");
         }
     }
 
     /// Returns everything this worker still holds to `pending`, at the end of a shutdown.
     pub(crate) async fn release_all(&self) {
-        if let Err(err) = store::attempt::release_worker(&self.pool, &self.worker_id).await {
+        if let Err(err) = store::attempt::release_worker(&self.store, &self.worker_id).await {
             tracing::warn!(worker_id = %self.worker_id, error = %err, "could not release held jobs at shutdown");
         }
     }
@@ -390,11 +394,14 @@ fn millis(delay: std::time::Duration) -> i64 {
 mod tests {
     use std::sync::{Arc, Mutex};
 
+    use std::time::Duration;
+
     use sqlx::postgres::PgPoolOptions;
 
     use super::{Completer, Ended, Return};
     use crate::attempt::{AttemptState, Backend};
     use crate::job_id::JobId;
+    use crate::store::Store;
     use crate::worker::event::{JobOutcome, WorkerEvent};
     use crate::worker::held::HeldJobs;
     use crate::worker::report::Reporter;
@@ -405,11 +412,12 @@ mod tests {
         let pool = PgPoolOptions::new()
             .connect_lazy("postgres://nobody@127.0.0.1:1/none")
             .expect("a lazy pool");
+        let store = Store::new(pool, Duration::from_secs(1));
         let queue = QueueSlots::new("email", 4);
         let reporter = Reporter::new();
         let held = Arc::new(HeldJobs::default());
         let completer = Completer::new(
-            pool,
+            store,
             "worker-1".into(),
             reporter.clone(),
             held,
@@ -433,7 +441,10 @@ mod tests {
                 active: Some(slot.handler_returned()),
             })
             .await;
-        assert!(ended.is_none(), "a plain success waits for the queue's tick");
+        assert!(
+            ended.is_none(),
+            "a plain success waits for the queue's tick"
+        );
     }
 
     #[tokio::test]

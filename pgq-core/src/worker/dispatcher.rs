@@ -14,16 +14,17 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use sqlx::Postgres;
 use sqlx::pool::PoolConnection;
-use sqlx::{PgPool, Postgres};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::attempt::AttemptState;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job_id::JobId;
 use crate::store;
+use crate::store::Store;
 use crate::store::tick::{ClaimedJob, Held, TickRequest, TickResult};
 use crate::worker::completer::Success;
 use crate::worker::event::WorkerEvent;
@@ -43,8 +44,9 @@ const COALESCE_WINDOW: Duration = Duration::from_millis(1);
 pub(crate) struct Dispatch {
     pub(crate) executor: Arc<Executor>,
     pub(crate) reporter: Reporter,
-    /// The dispatchers' own connections; see `connections::dispatch_pool`.
-    pub(crate) pool: PgPool,
+    /// The dispatchers' own connections (see `connections::dispatch_pool`), each tick within
+    /// the statement timeout.
+    pub(crate) store: Store,
     pub(crate) poll_interval: Duration,
     pub(crate) batch_size: usize,
     pub(crate) stopping: watch::Receiver<bool>,
@@ -224,17 +226,25 @@ impl Dispatcher {
                 leases_ms: tasks.leases_ms(),
                 claim: want,
             };
-            let ticked = async {
-                let mut connection = match connection {
-                    Some(connection) => connection,
-                    None => dispatch.pool.acquire().await?,
-                };
-                let result = store::tick::tick(&mut connection, &request).await?;
-                Ok((result, connection))
+            let db = &dispatch.store;
+            let connection = match connection {
+                Some(connection) => Ok(connection),
+                None => db.bound(async { Ok(db.pool().acquire().await?) }).await,
             };
-            // A connection whose statement failed goes back to the pool, which checks it.
-            let (result, connection) = match ticked.await {
-                Ok((result, connection)) => (Ok(result), Some(connection)),
+            let (result, connection) = match connection {
+                Ok(mut connection) => {
+                    let result = db.bound(store::tick::tick(&mut connection, &request)).await;
+                    match &result {
+                        Ok(_) => (result, Some(connection)),
+                        // A connection that did not answer in time is closed; one whose
+                        // statement failed goes back to the pool, which checks it.
+                        Err(Error::Unresponsive(_)) => {
+                            connection.close_on_drop();
+                            (result, None)
+                        }
+                        Err(_) => (result, None),
+                    }
+                }
                 Err(err) => (Err(err), None),
             };
             if let Err(err) = &result {

@@ -46,7 +46,7 @@ pub(crate) async fn drain(
     reporter: &Reporter,
     queues: &[Arc<QueueSlots>],
 ) -> Result<Vec<DrainedJob>> {
-    let pool = executor.client.pool();
+    let db = executor.client.store();
     let tasks = &executor.tasks;
     let mut drained = Vec::new();
     while drained.len() < limits::DRAIN_LIMIT {
@@ -61,7 +61,8 @@ pub(crate) async fn drain(
                 leases_ms: tasks.leases_ms(),
                 claim: 1,
             };
-            let claimed = store::tick::tick(&mut *pool.acquire().await?, &request)
+            let claimed = db
+                .run(async |conn| store::tick::tick(conn, &request).await)
                 .await?
                 .claimed;
             for job in claimed {
@@ -74,7 +75,8 @@ pub(crate) async fn drain(
                     claim: 0,
                     ..request
                 };
-                let started = store::tick::tick(&mut *pool.acquire().await?, &request)
+                let started = db
+                    .run(async |conn| store::tick::tick(conn, &request).await)
                     .await?
                     .started;
                 let state = executor.attempt_state(&job, true);

@@ -2,6 +2,10 @@
 //! payload; a cancel notification fires the named job's `ctx.cancelled()` if it runs here. When
 //! the connection drops it reconnects, LISTENs again, and only then wakes every dispatcher to
 //! claim what arrived meanwhile. Polling covers the gap.
+//!
+//! A connection that goes silent without a reset (a dropped route, a failover) would leave the
+//! listener waiting forever: after [`PROBE_AFTER`] without a message it sends a query, and a
+//! connection that does not answer within the statement timeout is replaced.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,12 +25,17 @@ pub(crate) const LISTENER_APPLICATION_NAME: &str = "pgq-listener";
 const RECONNECT_MIN: Duration = Duration::from_millis(50);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
+/// How long the listener waits for a message before it checks that its connection answers.
+const PROBE_AFTER: Duration = Duration::from_secs(5);
+
 #[derive(Debug)]
 pub(crate) struct Listener {
     pub(crate) options: PgConnectOptions,
     pub(crate) queues: Vec<Arc<QueueSlots>>,
     pub(crate) held: Arc<HeldJobs>,
     pub(crate) reporter: Reporter,
+    /// How long a probe may take before the connection counts as dead.
+    pub(crate) probe_timeout: Duration,
 }
 
 impl Listener {
@@ -45,13 +54,24 @@ impl Listener {
     pub(crate) async fn listen(self) {
         let mut delay = RECONNECT_MIN;
         loop {
-            match self.connect().await {
+            let connected = tokio::time::timeout(self.probe_timeout, self.connect()).await;
+            match connected.unwrap_or_else(|_| Err(sqlx::Error::PoolTimedOut)) {
                 Ok(mut listener) => {
                     delay = RECONNECT_MIN;
                     self.reporter.emit(WorkerEvent::ListenerConnected);
                     self.wake_all();
                     loop {
-                        match listener.try_recv().await {
+                        let received = tokio::select! {
+                            received = listener.try_recv() => received,
+                            _ = tokio::time::sleep(PROBE_AFTER) => {
+                                if self.probe(&mut listener).await {
+                                    continue;
+                                }
+                                tracing::warn!(timeout = ?self.probe_timeout, "listener connection does not answer; reconnecting");
+                                break;
+                            }
+                        };
+                        match received {
                             Ok(Some(notification)) if notification.channel() == CANCEL_CHANNEL => {
                                 let id = notification.payload().parse::<i64>().ok();
                                 if let Some(state) = id.and_then(|id| self.held.running(id.into()))
@@ -76,6 +96,15 @@ impl Listener {
                 }
             }
         }
+    }
+
+    /// Whether the connection answers a query in time.
+    async fn probe(&self, listener: &mut PgListener) -> bool {
+        let probe = sqlx::query("SELECT 1").execute(&mut *listener);
+        matches!(
+            tokio::time::timeout(self.probe_timeout, probe).await,
+            Ok(Ok(_))
+        )
     }
 
     async fn connect(&self) -> sqlx::Result<PgListener> {

@@ -6,11 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::PgPool;
-
 use crate::error::Result;
 use crate::maintenance::Service;
 use crate::store;
+use crate::store::Store;
 use crate::worker::held::HeldJobs;
 
 /// The shortest interval between renewals, whatever the leases.
@@ -18,7 +17,7 @@ const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
 pub(crate) struct Renewer {
-    pub(crate) pool: PgPool,
+    pub(crate) store: Store,
     pub(crate) worker_id: Arc<str>,
     pub(crate) held: Arc<HeldJobs>,
     pub(crate) interval: Duration,
@@ -41,7 +40,7 @@ impl Service for Renewer {
         if leases.is_empty() {
             return Ok(());
         }
-        let renewed = store::lease::renew(&self.pool, &self.worker_id, &leases).await?;
+        let renewed = store::lease::renew(&self.store, &self.worker_id, &leases).await?;
         self.held.renewed(&leases, &renewed);
         Ok(())
     }

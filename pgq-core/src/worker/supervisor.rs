@@ -58,7 +58,7 @@ impl Runtime {
         let reporter = Reporter::new();
         let held = Arc::new(HeldJobs::default());
         let completer = Arc::new(Completer::new(
-            client.pool().clone(),
+            client.store().clone(),
             worker_id.clone(),
             reporter.clone(),
             held.clone(),
@@ -107,32 +107,33 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>) {
         queues: runtime.queues.clone(),
         held: executor.held.clone(),
         reporter: runtime.reporter.clone(),
+        probe_timeout: executor.client.store().timeout(),
     };
     let listener = tokio::spawn(listener.listen());
     let shortest_lease = Duration::from_millis(
         u64::try_from(executor.tasks.shortest_lease_ms()).unwrap_or(u64::MAX),
     );
     let renewer = Renewer {
-        pool: runtime.upkeep_pool.clone(),
+        store: executor.client.store().on(runtime.upkeep_pool.clone()),
         worker_id: executor.worker_id.clone(),
         held: executor.held.clone(),
         interval: renewer::interval(shortest_lease.min(config.lease)),
     };
     let renewer = tokio::spawn(maintenance::run(renewer, finished));
     let rescuer = Rescuer {
-        pool: runtime.upkeep_pool.clone(),
+        store: executor.client.store().on(runtime.upkeep_pool.clone()),
         config: config.rescuer.clone(),
     };
     let rescuer = tokio::spawn(maintenance::run(rescuer, runtime.stopping.clone()));
     let cleaner = Cleaner {
-        pool: runtime.upkeep_pool.clone(),
+        store: executor.client.store().on(runtime.upkeep_pool.clone()),
         config: config.cleaner.clone(),
     };
     let cleaner = tokio::spawn(maintenance::run(cleaner, runtime.stopping.clone()));
     let dispatch = Dispatch {
         executor: executor.clone(),
         reporter: runtime.reporter.clone(),
-        pool: runtime.dispatch_pool.clone(),
+        store: executor.client.store().on(runtime.dispatch_pool.clone()),
         poll_interval: config.poll_interval,
         batch_size: config.batch_size,
         stopping: runtime.stopping.clone(),
