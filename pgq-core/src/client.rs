@@ -19,6 +19,7 @@ use crate::maintenance::rescuer;
 use crate::stats::QueueStats;
 use crate::store;
 use crate::store::Store;
+use crate::store::run;
 use crate::task::Task;
 use crate::wakeup::Wakeups;
 use crate::watch::JobWatch;
@@ -307,11 +308,9 @@ impl Client {
         if payloads.is_empty() {
             return Ok(Vec::new());
         }
-        self.store
-            .run(async |conn| {
-                store::enqueue::insert_many(conn, &template, payloads, unique_keys).await
-            })
-            .await
+        run!(self.store, |conn| async {
+            store::enqueue::insert_many(conn, &template, payloads, unique_keys).await
+        })
     }
 
     /// The job with this id, or `None` if there is none (never enqueued, or deleted).
@@ -324,9 +323,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn job(&self, id: JobId) -> Result<Option<Job>> {
-        self.store
-            .run(async |conn| store::job::find(conn, id).await)
-            .await
+        run!(self.store, |conn| store::job::find(conn, id))
     }
 
     /// Follows a job's progress live until it finishes; see [`JobWatch`].

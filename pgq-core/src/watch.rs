@@ -10,6 +10,7 @@ use crate::limits;
 use crate::store;
 use crate::store::Store;
 use crate::store::progress::PROGRESS_CHANNEL;
+use crate::store::run;
 
 /// A live view of one job, from [`Client::watch`](crate::Client::watch): each call to
 /// [`next`](Self::next) returns the job as soon as it changed, until it has finished.
@@ -65,10 +66,7 @@ impl JobWatch {
             return Ok(None);
         }
         loop {
-            let job = self
-                .store
-                .run(async |conn| store::job::find(conn, self.id).await)
-                .await?
+            let job = run!(self.store, |conn| store::job::find(conn, self.id))?
                 .ok_or(Error::JobNotFound(self.id))?;
             if self.last_seen != Some(job.updated_at) {
                 self.last_seen = Some(job.updated_at);

@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::job_id::JobId;
 use crate::limits;
 use crate::store::Store;
+use crate::store::run;
 
 /// Who holds an attempt: the fence every transition names.
 #[derive(Debug, Clone, Copy)]
@@ -39,16 +40,14 @@ SELECT EXISTS (SELECT 1 FROM pgq.jobs
 
 /// Whether this attempt completed the job (through `complete_in`, committed).
 pub(crate) async fn is_completed(store: &Store, fence: Fence<'_>) -> Result<bool> {
-    store
-        .run(async |conn| {
-            Ok(sqlx::query_scalar(IS_COMPLETED)
-                .bind(fence.id.get())
-                .bind(fence.attempt)
-                .bind(fence.worker_id)
-                .fetch_one(&mut *conn)
-                .await?)
-        })
-        .await
+    run!(store, |conn| async {
+        Ok(sqlx::query_scalar(IS_COMPLETED)
+            .bind(fence.id.get())
+            .bind(fence.attempt)
+            .bind(fence.worker_id)
+            .fetch_one(&mut *conn)
+            .await?)
+    })
 }
 
 const CANCELLED: &str = "
@@ -62,18 +61,16 @@ pub(crate) async fn cancelled(
     fence: Fence<'_>,
     error: Option<&str>,
 ) -> Result<bool> {
-    store
-        .run(async |conn| {
-            let done = sqlx::query(CANCELLED)
-                .bind(fence.id.get())
-                .bind(fence.attempt)
-                .bind(fence.worker_id)
-                .bind(error)
-                .execute(&mut *conn)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
+    run!(store, |conn| async {
+        let done = sqlx::query(CANCELLED)
+            .bind(fence.id.get())
+            .bind(fence.attempt)
+            .bind(fence.worker_id)
+            .bind(error)
+            .execute(&mut *conn)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    })
 }
 
 /// How many failed attempts a job's error history keeps, as the statements bind it.
@@ -130,33 +127,31 @@ pub(crate) async fn fail(
     failure: Failure,
     error: &str,
 ) -> Result<Option<FailedState>> {
-    store
-        .run(async |conn| {
-            let (action, delay_ms) = match failure {
-                Failure::Retry(delay) => ("retry", delay),
-                Failure::Fail => ("fail", None),
-                Failure::Snooze(delay) => ("snooze", Some(delay)),
-            };
-            let row = sqlx::query(FAIL)
-                .bind(fence.id.get())
-                .bind(fence.attempt)
-                .bind(fence.worker_id)
-                .bind(action)
-                .bind(delay_ms)
-                .bind(error)
-                .bind(ERROR_HISTORY)
-                .fetch_optional(&mut *conn)
-                .await?;
-            row.map(|row| {
-                let failed = row.try_get::<String, _>("status")? == "failed";
-                Ok(FailedState {
-                    failed,
-                    due_now: !failed && row.try_get("due_now")?,
-                })
+    run!(store, |conn| async {
+        let (action, delay_ms) = match failure {
+            Failure::Retry(delay) => ("retry", delay),
+            Failure::Fail => ("fail", None),
+            Failure::Snooze(delay) => ("snooze", Some(delay)),
+        };
+        let row = sqlx::query(FAIL)
+            .bind(fence.id.get())
+            .bind(fence.attempt)
+            .bind(fence.worker_id)
+            .bind(action)
+            .bind(delay_ms)
+            .bind(error)
+            .bind(ERROR_HISTORY)
+            .fetch_optional(&mut *conn)
+            .await?;
+        row.map(|row| {
+            let failed = row.try_get::<String, _>("status")? == "failed";
+            Ok(FailedState {
+                failed,
+                due_now: !failed && row.try_get("due_now")?,
             })
-            .transpose()
         })
-        .await
+        .transpose()
+    })
 }
 
 const RELEASE: &str = "
@@ -166,17 +161,15 @@ WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'ru
 
 /// Returns one attempt to `pending` without spending it.
 pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<bool> {
-    store
-        .run(async |conn| {
-            let done = sqlx::query(RELEASE)
-                .bind(fence.id.get())
-                .bind(fence.attempt)
-                .bind(fence.worker_id)
-                .execute(&mut *conn)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
+    run!(store, |conn| async {
+        let done = sqlx::query(RELEASE)
+            .bind(fence.id.get())
+            .bind(fence.attempt)
+            .bind(fence.worker_id)
+            .execute(&mut *conn)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    })
 }
 
 const RELEASE_WORKER: &str = "
@@ -187,13 +180,11 @@ RETURNING id";
 
 /// Returns every job a worker holds to `pending` without spending their attempts.
 pub(crate) async fn release_worker(store: &Store, worker_id: &str) -> Result<Vec<JobId>> {
-    store
-        .run(async |conn| {
-            let ids: Vec<i64> = sqlx::query_scalar(RELEASE_WORKER)
-                .bind(worker_id)
-                .fetch_all(&mut *conn)
-                .await?;
-            Ok(ids.into_iter().map(JobId::from).collect())
-        })
-        .await
+    run!(store, |conn| async {
+        let ids: Vec<i64> = sqlx::query_scalar(RELEASE_WORKER)
+            .bind(worker_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        Ok(ids.into_iter().map(JobId::from).collect())
+    })
 }

@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::job::JobStatus;
 use crate::job_id::JobId;
 use crate::store::Store;
+use crate::store::run;
 
 /// The channel cancellations of held jobs notify, with the job id as payload.
 pub(crate) const CANCEL_CHANNEL: &str = "pgq_cancel";
@@ -32,25 +33,23 @@ SELECT target.status AS before, updated.status AS after,
 FROM target LEFT JOIN updated ON true";
 
 pub(crate) async fn cancel(store: &Store, id: JobId) -> Result<Cancellation> {
-    store
-        .run(async |conn| {
-            let row = sqlx::query(CANCEL)
-                .bind(id.get())
-                .fetch_optional(&mut *conn)
-                .await?
-                .ok_or(Error::JobNotFound(id))?;
-            let before = status(row.try_get("before")?)?;
-            match row.try_get::<Option<String>, _>("after")? {
-                Some(after) if after == "cancelled" => Ok(Cancellation::Cancelled),
-                Some(_) => Ok(Cancellation::Requested),
-                None => Err(Error::JobState {
-                    id,
-                    status: before,
-                    action: "cancel",
-                }),
-            }
-        })
-        .await
+    run!(store, |conn| async {
+        let row = sqlx::query(CANCEL)
+            .bind(id.get())
+            .fetch_optional(&mut *conn)
+            .await?
+            .ok_or(Error::JobNotFound(id))?;
+        let before = status(row.try_get("before")?)?;
+        match row.try_get::<Option<String>, _>("after")? {
+            Some(after) if after == "cancelled" => Ok(Cancellation::Cancelled),
+            Some(_) => Ok(Cancellation::Requested),
+            None => Err(Error::JobState {
+                id,
+                status: before,
+                action: "cancel",
+            }),
+        }
+    })
 }
 
 const RETRY: &str = "
@@ -64,33 +63,31 @@ RETURNING pg_notify('pgq_insert', queue)";
 const STATUS: &str = "SELECT status FROM pgq.jobs WHERE id = $1";
 
 pub(crate) async fn retry(store: &Store, id: JobId) -> Result<()> {
-    store
-        .run(async |conn| {
-            let retried = sqlx::query(RETRY)
-                .bind(id.get())
-                .fetch_optional(&mut *conn)
-                .await;
-            match retried {
-                Ok(Some(_)) => Ok(()),
-                Ok(None) => {
-                    let current: Option<String> = sqlx::query_scalar(STATUS)
-                        .bind(id.get())
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                    match current {
-                        None => Err(Error::JobNotFound(id)),
-                        Some(current) => Err(Error::JobState {
-                            id,
-                            status: status(current)?,
-                            action: "retry",
-                        }),
-                    }
+    run!(store, |conn| async {
+        let retried = sqlx::query(RETRY)
+            .bind(id.get())
+            .fetch_optional(&mut *conn)
+            .await;
+        match retried {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
+                let current: Option<String> = sqlx::query_scalar(STATUS)
+                    .bind(id.get())
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                match current {
+                    None => Err(Error::JobNotFound(id)),
+                    Some(current) => Err(Error::JobState {
+                        id,
+                        status: status(current)?,
+                        action: "retry",
+                    }),
                 }
-                Err(err) if is_unique_violation(&err) => Err(Error::UniqueKeyHeld(id)),
-                Err(err) => Err(err.into()),
             }
-        })
-        .await
+            Err(err) if is_unique_violation(&err) => Err(Error::UniqueKeyHeld(id)),
+            Err(err) => Err(err.into()),
+        }
+    })
 }
 
 fn is_unique_violation(err: &sqlx::Error) -> bool {

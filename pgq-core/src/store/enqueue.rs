@@ -4,12 +4,13 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
-use sqlx::{Acquire, PgConnection, Postgres, Row};
+use sqlx::{PgConnection, Postgres, Row};
 
 use crate::enqueue::{Enqueued, JobTemplate};
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
 use crate::store::Store;
+use crate::store::run;
 
 /// How often an enqueue retries when the job holding its unique key finishes in between the
 /// insert and the lookup. Each round needs a job to finish exactly then; ten never happen.
@@ -189,16 +190,12 @@ fn bind_batch_job<'q>(
 }
 
 /// Inserts many jobs of one task, honouring unique keys (also between tasks of the batch).
-pub(crate) async fn insert_many<'c, A>(
-    conn: A,
+pub(crate) async fn insert_many(
+    conn: &mut PgConnection,
     job: &JobTemplate<'_>,
     payloads: Vec<String>,
     unique_keys: Vec<Option<String>>,
-) -> Result<Vec<Enqueued>>
-where
-    A: Acquire<'c, Database = Postgres>,
-{
-    let mut conn = conn.acquire().await?;
+) -> Result<Vec<Enqueued>> {
     if unique_keys.iter().all(Option::is_none) {
         let mut ids: Vec<i64> = bind_batch_job(sqlx::query_scalar(INSERT_MANY), job)
             .bind(&payloads)
@@ -304,10 +301,8 @@ const NOTIFY: &str = "SELECT pg_notify('pgq_insert', $1)";
 
 /// Wakes idle workers of `queue` with a notification of its own.
 pub(crate) async fn notify(store: &Store, queue: &str) -> Result<()> {
-    store
-        .run(async |conn| {
-            sqlx::query(NOTIFY).bind(queue).execute(&mut *conn).await?;
-            Ok(())
-        })
-        .await
+    run!(store, |conn| async {
+        sqlx::query(NOTIFY).bind(queue).execute(&mut *conn).await?;
+        Ok(())
+    })
 }

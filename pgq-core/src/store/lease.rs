@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::job_id::JobId;
 use crate::store::Store;
 use crate::store::attempt::{ERROR_HISTORY, Fence};
+use crate::store::run;
 
 /// One held attempt and the lease length it keeps.
 #[derive(Debug, Clone, Copy)]
@@ -38,25 +39,23 @@ pub(crate) async fn renew(
     worker_id: &str,
     held: &[HeldLease],
 ) -> Result<Vec<Renewed>> {
-    store
-        .run(async |conn| {
-            let rows = sqlx::query(RENEW)
-                .bind(held.iter().map(|h| h.id.get()).collect::<Vec<_>>())
-                .bind(held.iter().map(|h| h.attempt).collect::<Vec<_>>())
-                .bind(held.iter().map(|h| h.lease_ms).collect::<Vec<_>>())
-                .bind(worker_id)
-                .fetch_all(&mut *conn)
-                .await?;
-            rows.iter()
-                .map(|row| {
-                    Ok(Renewed {
-                        id: JobId::from(row.try_get::<i64, _>("id")?),
-                        cancel_requested: row.try_get("cancel_requested")?,
-                    })
+    run!(store, |conn| async {
+        let rows = sqlx::query(RENEW)
+            .bind(held.iter().map(|h| h.id.get()).collect::<Vec<_>>())
+            .bind(held.iter().map(|h| h.attempt).collect::<Vec<_>>())
+            .bind(held.iter().map(|h| h.lease_ms).collect::<Vec<_>>())
+            .bind(worker_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Renewed {
+                    id: JobId::from(row.try_get::<i64, _>("id")?),
+                    cancel_requested: row.try_get("cancel_requested")?,
                 })
-                .collect()
-        })
-        .await
+            })
+            .collect()
+    })
 }
 
 const EXTEND: &str = "
@@ -67,18 +66,16 @@ WHERE id = $1 AND attempts = $2 AND worker_id = $3
 
 /// Extends one lease. `false` when the fence no longer holds or the lease ran out.
 pub(crate) async fn extend(store: &Store, fence: Fence<'_>, millis: i64) -> Result<bool> {
-    store
-        .run(async |conn| {
-            let done = sqlx::query(EXTEND)
-                .bind(fence.id.get())
-                .bind(fence.attempt)
-                .bind(fence.worker_id)
-                .bind(millis)
-                .execute(&mut *conn)
-                .await?;
-            Ok(done.rows_affected() == 1)
-        })
-        .await
+    run!(store, |conn| async {
+        let done = sqlx::query(EXTEND)
+            .bind(fence.id.get())
+            .bind(fence.attempt)
+            .bind(fence.worker_id)
+            .bind(millis)
+            .execute(&mut *conn)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    })
 }
 
 /// Expired held jobs go back to `pending` with backoff, or to `failed` when their attempts are
@@ -108,14 +105,12 @@ RETURNING job.id";
 
 /// Rescues up to `limit` jobs whose lease expired.
 pub(crate) async fn rescue(store: &Store, limit: i64) -> Result<Vec<JobId>> {
-    store
-        .run(async |conn| {
-            let ids: Vec<i64> = sqlx::query_scalar(RESCUE)
-                .bind(limit)
-                .bind(ERROR_HISTORY)
-                .fetch_all(&mut *conn)
-                .await?;
-            Ok(ids.into_iter().map(JobId::from).collect())
-        })
-        .await
+    run!(store, |conn| async {
+        let ids: Vec<i64> = sqlx::query_scalar(RESCUE)
+            .bind(limit)
+            .bind(ERROR_HISTORY)
+            .fetch_all(&mut *conn)
+            .await?;
+        Ok(ids.into_iter().map(JobId::from).collect())
+    })
 }

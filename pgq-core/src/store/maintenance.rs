@@ -7,6 +7,7 @@ use sqlx::Row;
 use crate::error::Result;
 use crate::stats::QueueStats;
 use crate::store::Store;
+use crate::store::run;
 
 /// The transaction-scoped advisory lock each deleting statement takes ("pgq_clea" in ASCII):
 /// while one process cleans, the others find it taken and leave the work to it.
@@ -42,17 +43,15 @@ pub(crate) async fn delete_finished(
     let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     let mut total = 0;
     loop {
-        let (held, deleted): (bool, i64) = store
-            .run(async |conn| {
-                Ok(sqlx::query_as(DELETE_FINISHED)
-                    .bind(millis(completed))
-                    .bind(millis(failed))
-                    .bind(batch)
-                    .bind(CLEAN_LOCK)
-                    .fetch_one(&mut *conn)
-                    .await?)
-            })
-            .await?;
+        let (held, deleted): (bool, i64) = run!(store, |conn| async {
+            Ok(sqlx::query_as(DELETE_FINISHED)
+                .bind(millis(completed))
+                .bind(millis(failed))
+                .bind(batch)
+                .bind(CLEAN_LOCK)
+                .fetch_one(&mut *conn)
+                .await?)
+        })?;
         if !held {
             return Ok((total > 0).then_some(total));
         }
@@ -85,31 +84,29 @@ GROUP BY queue
 ORDER BY queue";
 
 pub(crate) async fn stats(store: &Store) -> Result<Vec<QueueStats>> {
-    store
-        .run(async |conn| {
-            let rows = sqlx::query(STATS).fetch_all(&mut *conn).await?;
-            let count = |row: &sqlx::postgres::PgRow, name: &str| -> Result<u64> {
-                Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
-            };
-            rows.iter()
-                .map(|row| {
-                    Ok(QueueStats {
-                        queue: row.try_get("queue")?,
-                        due: count(row, "due")?,
-                        scheduled: count(row, "scheduled")?,
-                        claimed: count(row, "claimed")?,
-                        running: count(row, "running")?,
-                        completed: count(row, "completed")?,
-                        failed: count(row, "failed")?,
-                        cancelled: count(row, "cancelled")?,
-                        oldest_due_age: row
-                            .try_get::<Option<f64>, _>("oldest_due_secs")?
-                            .map(|secs| Duration::from_secs_f64(secs.max(0.0))),
-                        failed_last_hour: count(row, "failed_last_hour")?,
-                        errors_last_hour: count(row, "errors_last_hour")?,
-                    })
+    run!(store, |conn| async {
+        let rows = sqlx::query(STATS).fetch_all(&mut *conn).await?;
+        let count = |row: &sqlx::postgres::PgRow, name: &str| -> Result<u64> {
+            Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
+        };
+        rows.iter()
+            .map(|row| {
+                Ok(QueueStats {
+                    queue: row.try_get("queue")?,
+                    due: count(row, "due")?,
+                    scheduled: count(row, "scheduled")?,
+                    claimed: count(row, "claimed")?,
+                    running: count(row, "running")?,
+                    completed: count(row, "completed")?,
+                    failed: count(row, "failed")?,
+                    cancelled: count(row, "cancelled")?,
+                    oldest_due_age: row
+                        .try_get::<Option<f64>, _>("oldest_due_secs")?
+                        .map(|secs| Duration::from_secs_f64(secs.max(0.0))),
+                    failed_last_hour: count(row, "failed_last_hour")?,
+                    errors_last_hour: count(row, "errors_last_hour")?,
                 })
-                .collect()
-        })
-        .await
+            })
+            .collect()
+    })
 }

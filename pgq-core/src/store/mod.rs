@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
 
 use crate::error::{Error, Result};
 
@@ -22,6 +23,30 @@ pub(crate) mod tick;
 
 /// The channel enqueues notify, with the queue name as payload, so idle workers wake up.
 pub(crate) const INSERT_CHANNEL: &str = "pgq_insert";
+
+/// Runs statements on a connection of a [`Store`]'s pool, within its time limit:
+/// `run!(store, |conn| statement(conn, ..))` for any future that uses `conn: &mut PgConnection`.
+/// A connection that did not answer in time is closed: returned to the pool, it would be checked
+/// with a round trip that waits as long as the network stays silent.
+macro_rules! run {
+    ($store:expr, |$conn:ident| $work:expr) => {{
+        let store: &$crate::store::Store = &$store;
+        match store.acquire().await {
+            Ok(mut pooled) => {
+                let result = {
+                    let $conn: &mut ::sqlx::PgConnection = &mut pooled;
+                    store.bound($work).await
+                };
+                if matches!(result, Err($crate::error::Error::Unresponsive(_))) {
+                    pooled.close_on_drop();
+                }
+                result
+            }
+            Err(err) => Err(err),
+        }
+    }};
+}
+pub(crate) use run;
 
 /// A pool, and how long pgq waits for one of its own statements on it.
 #[derive(Debug, Clone)]
@@ -51,21 +76,9 @@ impl Store {
         }
     }
 
-    /// Runs `work` on a connection of the pool within the time limit. A connection that did
-    /// not answer in time is closed: returned to the pool, it would be checked with a round
-    /// trip that waits as long as the network stays silent.
-    pub(crate) async fn run<T>(
-        &self,
-        work: impl AsyncFnOnce(&mut PgConnection) -> Result<T>,
-    ) -> Result<T> {
-        let mut conn = self.bound(async { Ok(self.pool.acquire().await?) }).await?;
-        match tokio::time::timeout(self.timeout, work(&mut conn)).await {
-            Ok(done) => done,
-            Err(_) => {
-                conn.close_on_drop();
-                Err(Error::Unresponsive(self.timeout))
-            }
-        }
+    /// A connection of the pool, waited for within the time limit.
+    pub(crate) async fn acquire(&self) -> Result<PoolConnection<Postgres>> {
+        self.bound(async { Ok(self.pool.acquire().await?) }).await
     }
 
     /// Waits at most the time limit for `work`, on a connection the caller holds; after an

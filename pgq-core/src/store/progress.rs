@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::store::Store;
 use crate::store::attempt::Fence;
+use crate::store::run;
 
 /// The channel progress writes notify, with the job id as payload.
 pub(crate) const PROGRESS_CHANNEL: &str = "pgq_progress";
@@ -22,18 +23,16 @@ pub(crate) async fn write(
     stage: Option<&str>,
     events: i32,
 ) -> Result<bool> {
-    store
-        .run(async |conn| {
-            let row = sqlx::query(WRITE)
-                .bind(fence.id.get())
-                .bind(fence.attempt)
-                .bind(fence.worker_id)
-                .bind(i16::from(percent))
-                .bind(stage)
-                .bind(events)
-                .fetch_optional(&mut *conn)
-                .await?;
-            Ok(row.is_some())
-        })
-        .await
+    run!(store, |conn| async {
+        let row = sqlx::query(WRITE)
+            .bind(fence.id.get())
+            .bind(fence.attempt)
+            .bind(fence.worker_id)
+            .bind(i16::from(percent))
+            .bind(stage)
+            .bind(events)
+            .fetch_optional(&mut *conn)
+            .await?;
+        Ok(row.is_some())
+    })
 }

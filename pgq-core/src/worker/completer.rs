@@ -18,6 +18,7 @@ use crate::job_id::JobId;
 use crate::store;
 use crate::store::Store;
 use crate::store::attempt::{Failure, Fence};
+use crate::store::run;
 use crate::task_error::{TaskAction, TaskError, truncate_error};
 use crate::worker::event::JobOutcome;
 use crate::worker::held::HeldJobs;
@@ -212,10 +213,7 @@ impl Completer {
         }
         match returned {
             Return::Ok => {
-                let written = self
-                    .store
-                    .run(async |conn| store::attempt::complete(conn, fence).await)
-                    .await;
+                let written = run!(self.store, |conn| store::attempt::complete(conn, fence));
                 (held(written, JobOutcome::Completed), None)
             }
             Return::Err(err) => self.write_failure(queue, fence, &err).await,

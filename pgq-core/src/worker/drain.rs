@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::job_id::JobId;
 use crate::limits;
 use crate::store;
+use crate::store::run;
 use crate::store::tick::{Held, TickRequest};
 use crate::worker::event::{JobOutcome, WorkerEvent};
 use crate::worker::executor::Executor;
@@ -61,10 +62,7 @@ pub(crate) async fn drain(
                 leases_ms: tasks.leases_ms(),
                 claim: 1,
             };
-            let claimed = db
-                .run(async |conn| store::tick::tick(conn, &request).await)
-                .await?
-                .claimed;
+            let claimed = run!(db, |conn| store::tick::tick(conn, &request))?.claimed;
             for job in claimed {
                 ran = true;
                 let (id, task, attempt) = (job.id, job.task.clone(), job.attempt);
@@ -75,10 +73,7 @@ pub(crate) async fn drain(
                     claim: 0,
                     ..request
                 };
-                let started = db
-                    .run(async |conn| store::tick::tick(conn, &request).await)
-                    .await?
-                    .started;
+                let started = run!(db, |conn| store::tick::tick(conn, &request))?.started;
                 let state = executor.attempt_state(&job, true);
                 if !(started.contains(&id) && executor.held.start(&state)) {
                     // Taken back between the two statements: not this drain's to run.
