@@ -16,6 +16,7 @@ use crate::job_id::JobId;
 use crate::kept_connection::KeptConnection;
 use crate::maintenance::cleaner::{self, Retention};
 use crate::maintenance::rescuer;
+use crate::schema::Schema;
 use crate::stats::QueueStats;
 use crate::store;
 use crate::store::Store;
@@ -82,7 +83,7 @@ impl Client {
     /// ```
     pub fn new(pool: PgPool) -> Self {
         Self {
-            store: Store::new(pool, defaults::STATEMENT_TIMEOUT),
+            store: Store::new(pool, defaults::STATEMENT_TIMEOUT, Schema::default()),
             max_payload_bytes: defaults::MAX_PAYLOAD_BYTES,
             wakeups: Arc::default(),
             kept: Arc::default(),
@@ -117,8 +118,32 @@ impl Client {
     /// # }
     /// ```
     pub fn with_statement_timeout(mut self, timeout: Duration) -> Self {
-        self.store = Store::new(self.store.pool().clone(), timeout);
+        self.store = Store::new(
+            self.store.pool().clone(),
+            timeout,
+            self.store.schema().clone(),
+        );
         self
+    }
+
+    /// Puts pgq's tables, functions and notification channels in `schema` instead of `pgq`: two
+    /// applications, or two isolated pgq instances, then share one database without seeing each
+    /// other's jobs, and pgq can live beside another tool that owns a schema called `pgq`. The
+    /// name is 1 to 48 lowercase ASCII letters, digits and `_`, not starting with a digit or
+    /// `pg_`; anything else is an [`Error::InvalidSchema`](crate::Error::InvalidSchema). Every
+    /// client and worker of one instance uses the same name; [`migrate`](Self::migrate) creates
+    /// the schema.
+    ///
+    /// ```no_run
+    /// # async fn example(pool: sqlx::PgPool) -> pgq_core::Result<()> {
+    /// let client = pgq_core::Client::new(pool).with_schema("billing_jobs")?;
+    /// client.migrate().await?; // creates schema billing_jobs
+    /// # Ok(()) }
+    /// ```
+    pub fn with_schema(mut self, schema: &str) -> Result<Self> {
+        let schema = Schema::new(schema)?;
+        self.store = Store::new(self.store.pool().clone(), self.store.timeout(), schema);
+        Ok(self)
     }
 
     /// pgq's statements on the client's pool, within the statement timeout.
@@ -165,7 +190,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn migrate(&self) -> Result<()> {
-        crate::migrate(self.store.pool()).await
+        store::schema::migrate(&self.store).await
     }
 
     /// Enqueues a task with its `#[task(...)]` settings.
@@ -208,6 +233,7 @@ impl Client {
         let inserted = self
             .store
             .bound(store::enqueue::insert_one(
+                &self.store,
                 &mut conn,
                 &template,
                 &task.payload,
@@ -268,6 +294,7 @@ impl Client {
         let template = enqueue::template::<T>(&options)?;
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
         store::enqueue::insert_one(
+            &self.store,
             conn,
             &template,
             &task.payload,
@@ -308,9 +335,13 @@ impl Client {
         if payloads.is_empty() {
             return Ok(Vec::new());
         }
-        run!(self.store, |conn| async {
-            store::enqueue::insert_many(conn, &template, payloads, unique_keys).await
-        })
+        run!(self.store, |conn| store::enqueue::insert_many(
+            &self.store,
+            conn,
+            &template,
+            &payloads,
+            &unique_keys
+        ))
     }
 
     /// The job with this id, or `None` if there is none (never enqueued, or deleted).
@@ -323,7 +354,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn job(&self, id: JobId) -> Result<Option<Job>> {
-        run!(self.store, |conn| store::job::find(conn, id))
+        run!(self.store, |conn| store::job::find(&self.store, conn, id))
     }
 
     /// Follows a job's progress live until it finishes; see [`JobWatch`].

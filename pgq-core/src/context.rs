@@ -355,11 +355,13 @@ impl JobContext {
     /// }
     /// ```
     pub async fn complete_in(&self, conn: &mut PgConnection) -> Result<()> {
-        let Some(fence) = self.attempt.fence() else {
+        let (Some(fence), Backend::Database { client, .. }) =
+            (self.attempt.fence(), &self.attempt.backend)
+        else {
             self.attempt.mark_completed_in_tx();
             return Ok(());
         };
-        if completer::complete_in(conn, &self.attempt, fence).await? {
+        if completer::complete_in(client.store(), conn, &self.attempt, fence).await? {
             Ok(())
         } else {
             self.attempt.lose_lease();

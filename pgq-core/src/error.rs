@@ -49,6 +49,18 @@ pub enum Error {
         message: String,
     },
 
+    /// The database's schema was migrated by a newer pgq than this binary: this binary's
+    /// statements may not fit it. Run the newer pgq, or restore the schema.
+    #[error(
+        "pgq's schema in the database is at version {database}; this binary knows up to {binary}"
+    )]
+    SchemaTooNew {
+        /// The newest migration the database has.
+        database: i64,
+        /// The newest migration this binary has.
+        binary: i64,
+    },
+
     /// Two task types were registered with one task name.
     #[error("task name {name:?} is registered by two types: {first_type} and {second_type}")]
     DuplicateTaskName {
@@ -58,6 +70,15 @@ pub enum Error {
         first_type: String,
         /// The other type.
         second_type: String,
+    },
+
+    /// A schema name was empty, too long, or held characters outside the allowed set.
+    #[error("invalid schema name {name:?}: {reason}")]
+    InvalidSchema {
+        /// The refused name (cut to 80 characters).
+        name: String,
+        /// Why it was refused.
+        reason: &'static str,
     },
 
     /// A queue name was empty, too long, or held characters outside the allowed set.
@@ -136,6 +157,17 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the database gave up on the statement because it met another transaction
+    /// (deadlock detected, or a serialization failure): running it again may succeed.
+    pub(crate) fn is_conflict(&self) -> bool {
+        let Error::Database(err) = self else {
+            return false;
+        };
+        err.as_database_error()
+            .and_then(|err| err.code())
+            .is_some_and(|code| code == "40P01" || code == "40001")
+    }
+
     pub(crate) fn invalid_queue(queue: &str, reason: &'static str) -> Self {
         Error::InvalidQueue {
             queue: queue.chars().take(80).collect(),

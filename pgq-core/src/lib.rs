@@ -16,6 +16,7 @@ mod maintenance;
 mod migrate;
 mod queue;
 mod registry;
+mod schema;
 mod state;
 mod stats;
 mod store;

@@ -170,3 +170,11 @@ pub const MAX_TASK_NAME_LEN: usize = 128;
 /// # Ok(()) }
 /// ```
 pub const ERROR_HISTORY: usize = 10;
+
+/// The longest schema name a client accepts (`Client::with_schema`), in characters: notification
+/// channel names carry it, and PostgreSQL allows them 63 bytes.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_SCHEMA_LEN, 48);
+/// ```
+pub const MAX_SCHEMA_LEN: usize = 48;

@@ -2,8 +2,10 @@
 
 use sqlx::PgPool;
 
+use crate::defaults;
 use crate::error::Result;
-use crate::store;
+use crate::schema::Schema;
+use crate::store::{self, Store};
 
 /// Creates or updates pgq's schema (`pgq`) in the pool's database.
 ///
@@ -15,5 +17,6 @@ use crate::store;
 /// # Ok(()) }
 /// ```
 pub async fn migrate(pool: &PgPool) -> Result<()> {
-    store::schema::migrate(pool).await
+    let store = Store::new(pool.clone(), defaults::STATEMENT_TIMEOUT, Schema::default());
+    store::schema::migrate(&store).await
 }

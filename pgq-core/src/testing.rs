@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::value::RawValue;
-use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 
 use crate::attempt::{AttemptState, Backend, Recording};
+use crate::client::Client;
 use crate::context::JobContext;
 use crate::error::Result;
 use crate::handler::{self, Handler};
@@ -130,16 +130,16 @@ pub async fn drop_database(server: &PgConnectOptions, name: &str) -> Result<()> 
 }
 
 /// Moves every unfinished job's run time and lease `by` earlier.
-pub async fn advance(pool: &PgPool, by: Duration) -> Result<()> {
-    store::testing::advance(pool, by).await
+pub async fn advance(client: &Client, by: Duration) -> Result<()> {
+    store::testing::advance(client.store(), by).await
 }
 
 /// Makes one pending job due now.
-pub async fn make_due(pool: &PgPool, id: JobId) -> Result<()> {
-    store::testing::make_due(pool, id).await
+pub async fn make_due(client: &Client, id: JobId) -> Result<()> {
+    store::testing::make_due(client.store(), id).await
 }
 
 /// The id and payload of every pending job of `task`, oldest id first.
-pub async fn pending(pool: &PgPool, task: &str) -> Result<Vec<(JobId, serde_json::Value)>> {
-    store::testing::pending(pool, task).await
+pub async fn pending(client: &Client, task: &str) -> Result<Vec<(JobId, serde_json::Value)>> {
+    store::testing::pending(client.store(), task).await
 }

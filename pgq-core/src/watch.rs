@@ -8,8 +8,8 @@ use crate::job::Job;
 use crate::job_id::JobId;
 use crate::limits;
 use crate::store;
+use crate::store::Channel;
 use crate::store::Store;
-use crate::store::progress::PROGRESS_CHANNEL;
 use crate::store::run;
 
 /// A live view of one job, from [`Client::watch`](crate::Client::watch): each call to
@@ -37,7 +37,7 @@ impl JobWatch {
         let mut listener = store
             .bound(async { Ok(PgListener::connect_with(store.pool()).await?) })
             .await?;
-        listener.listen(PROGRESS_CHANNEL).await?;
+        listener.listen(&store.channel(Channel::Progress)).await?;
         Ok(Self {
             store,
             id,
@@ -66,8 +66,12 @@ impl JobWatch {
             return Ok(None);
         }
         loop {
-            let job = run!(self.store, |conn| store::job::find(conn, self.id))?
-                .ok_or(Error::JobNotFound(self.id))?;
+            let job = run!(self.store, |conn| store::job::find(
+                &self.store,
+                conn,
+                self.id
+            ))?
+            .ok_or(Error::JobNotFound(self.id))?;
             if self.last_seen != Some(job.updated_at) {
                 self.last_seen = Some(job.updated_at);
                 self.finished = job.status.is_finished();

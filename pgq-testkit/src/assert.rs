@@ -5,7 +5,7 @@ use sqlx::PgPool;
 
 /// Pending jobs of `T`, decoded, with their ids.
 async fn pending<T: Task>(pool: &PgPool) -> Vec<(i64, Result<T, String>, serde_json::Value)> {
-    let rows = pgq_core::__testkit::pending(pool, T::NAME)
+    let rows = pgq_core::__testkit::pending(&pgq_core::Client::new(pool.clone()), T::NAME)
         .await
         .unwrap_or_else(|err| panic!("cannot read pgq.jobs: {err}"));
     rows.into_iter()

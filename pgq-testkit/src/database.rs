@@ -151,7 +151,7 @@ impl TestDatabase {
     /// # }
     /// ```
     pub async fn advance(&self, duration: Duration) {
-        __testkit::advance(&self.pool, duration)
+        __testkit::advance(&self.client(), duration)
             .await
             .unwrap_or_else(|err| panic!("cannot move time forward: {err}"));
     }
@@ -173,7 +173,7 @@ impl TestDatabase {
     /// # }
     /// ```
     pub async fn make_due(&self, id: JobId) {
-        __testkit::make_due(&self.pool, id)
+        __testkit::make_due(&self.client(), id)
             .await
             .unwrap_or_else(|err| panic!("cannot make job {id} due: {err}"));
     }

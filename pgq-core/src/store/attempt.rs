@@ -1,13 +1,12 @@
 //! Recording how each attempt ended. Every update out of claimed/running is fenced on
 //! (id, attempt, worker): zero rows changed means another attempt owns the job now.
 
-use sqlx::{PgExecutor, Row};
+use sqlx::{PgConnection, Row};
 
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::limits;
-use crate::store::Store;
-use crate::store::run;
+use crate::store::{Store, run};
 
 /// Who holds an attempt: the fence every transition names.
 #[derive(Debug, Clone, Copy)]
@@ -17,15 +16,22 @@ pub(crate) struct Fence<'a> {
     pub(crate) worker_id: &'a str,
 }
 
+/// How many failed attempts a job's error history keeps, as the statements bind it.
+pub(crate) const ERROR_HISTORY: i64 = limits::ERROR_HISTORY as i64;
+
 const COMPLETE: &str = "
 UPDATE pgq.jobs SET status = 'completed', phase = 2, progress = 100, completed_at = now(),
     lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'running'";
 
-/// Completes the attempt, on a pool or inside the handler's transaction. `false` when the
-/// fence no longer holds.
-pub(crate) async fn complete<'c>(conn: impl PgExecutor<'c>, fence: Fence<'_>) -> Result<bool> {
-    let done = sqlx::query(COMPLETE)
+/// Completes the attempt, on a connection of pgq's or inside the handler's transaction.
+/// `false` when the fence no longer holds.
+pub(crate) async fn complete(
+    store: &Store,
+    conn: &mut PgConnection,
+    fence: Fence<'_>,
+) -> Result<bool> {
+    let done = sqlx::query(store.sql(COMPLETE))
         .bind(fence.id.get())
         .bind(fence.attempt)
         .bind(fence.worker_id)
@@ -41,7 +47,7 @@ SELECT EXISTS (SELECT 1 FROM pgq.jobs
 /// Whether this attempt completed the job (through `complete_in`, committed).
 pub(crate) async fn is_completed(store: &Store, fence: Fence<'_>) -> Result<bool> {
     run!(store, |conn| async {
-        Ok(sqlx::query_scalar(IS_COMPLETED)
+        Ok(sqlx::query_scalar(store.sql(IS_COMPLETED))
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -53,7 +59,7 @@ pub(crate) async fn is_completed(store: &Store, fence: Fence<'_>) -> Result<bool
 const CANCELLED: &str = "
 UPDATE pgq.jobs SET status = 'cancelled', phase = 2, completed_at = now(), lease_expires_at = NULL,
     last_error = coalesce($4, last_error), updated_at = now()
-WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'running')";
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND phase = 1";
 
 /// Ends a held job `cancelled` after its handler saw the request. `false` when fenced off.
 pub(crate) async fn cancelled(
@@ -62,7 +68,7 @@ pub(crate) async fn cancelled(
     error: Option<&str>,
 ) -> Result<bool> {
     run!(store, |conn| async {
-        let done = sqlx::query(CANCELLED)
+        let done = sqlx::query(store.sql(CANCELLED))
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -72,9 +78,6 @@ pub(crate) async fn cancelled(
         Ok(done.rows_affected() == 1)
     })
 }
-
-/// How many failed attempts a job's error history keeps, as the statements bind it.
-pub(crate) const ERROR_HISTORY: i64 = limits::ERROR_HISTORY as i64;
 
 /// One statement for retry, retry-after, fail-now and snooze. `$4` is the action; `$5` an
 /// explicit delay in milliseconds (NULL: the default backoff); `$6` the error message.
@@ -88,7 +91,7 @@ UPDATE pgq.jobs SET
                  ELSE 0 END,
     attempts = CASE WHEN $4 = 'snooze' THEN attempts - 1 ELSE attempts END,
     run_at = CASE
-        WHEN $4 = 'snooze' THEN now() + $5 * interval '1 millisecond'
+        WHEN $4 = 'snooze' THEN now() + ($5 * interval '1 millisecond')
         WHEN $4 = 'fail' OR attempts >= max_attempts THEN run_at
         ELSE now() + COALESCE($5 * interval '1 millisecond', pgq.default_backoff(attempts)) END,
     completed_at = CASE WHEN $4 <> 'snooze' AND ($4 = 'fail' OR attempts >= max_attempts)
@@ -97,7 +100,7 @@ UPDATE pgq.jobs SET
     errors = CASE WHEN $4 = 'snooze' THEN errors
                   ELSE pgq.append_error(errors, attempts, $6, $7) END,
     lease_expires_at = NULL, updated_at = now()
-WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'running')
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND phase = 1
 RETURNING status, run_at <= now() AS due_now";
 
 /// What a failed attempt turns into.
@@ -127,13 +130,13 @@ pub(crate) async fn fail(
     failure: Failure,
     error: &str,
 ) -> Result<Option<FailedState>> {
+    let (action, delay_ms) = match failure {
+        Failure::Retry(delay) => ("retry", delay),
+        Failure::Fail => ("fail", None),
+        Failure::Snooze(delay) => ("snooze", Some(delay)),
+    };
     run!(store, |conn| async {
-        let (action, delay_ms) = match failure {
-            Failure::Retry(delay) => ("retry", delay),
-            Failure::Fail => ("fail", None),
-            Failure::Snooze(delay) => ("snooze", Some(delay)),
-        };
-        let row = sqlx::query(FAIL)
+        let row = sqlx::query(store.sql(FAIL))
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -157,12 +160,12 @@ pub(crate) async fn fail(
 const RELEASE: &str = "
 UPDATE pgq.jobs SET status = 'pending', phase = 0, attempts = attempts - 1, run_at = now(),
     worker_id = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status IN ('claimed', 'running')";
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND phase = 1";
 
 /// Returns one attempt to `pending` without spending it.
 pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<bool> {
     run!(store, |conn| async {
-        let done = sqlx::query(RELEASE)
+        let done = sqlx::query(store.sql(RELEASE))
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -172,19 +175,42 @@ pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<bool> {
     })
 }
 
+/// Rows are locked in id order, and rows another statement holds are skipped, not waited
+/// for: a concurrent completion or renewal takes them in its own order.
 const RELEASE_WORKER: &str = "
-UPDATE pgq.jobs SET status = 'pending', phase = 0, attempts = attempts - 1, run_at = now(),
-    worker_id = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE worker_id = $1 AND status IN ('claimed', 'running')
-RETURNING id";
+WITH held AS (
+    SELECT id FROM pgq.jobs WHERE worker_id = $1 AND phase = 1
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pgq.jobs AS job SET status = 'pending', phase = 0, attempts = job.attempts - 1,
+    run_at = now(), worker_id = NULL, lease_expires_at = NULL, updated_at = now()
+FROM held
+WHERE job.id = held.id
+RETURNING job.id";
 
 /// Returns every job a worker holds to `pending` without spending their attempts.
 pub(crate) async fn release_worker(store: &Store, worker_id: &str) -> Result<Vec<JobId>> {
     run!(store, |conn| async {
-        let ids: Vec<i64> = sqlx::query_scalar(RELEASE_WORKER)
+        let ids: Vec<i64> = sqlx::query_scalar(store.sql(RELEASE_WORKER))
             .bind(worker_id)
             .fetch_all(&mut *conn)
             .await?;
         Ok(ids.into_iter().map(JobId::from).collect())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[
+            super::COMPLETE,
+            super::IS_COMPLETED,
+            super::CANCELLED,
+            super::FAIL,
+            super::RELEASE,
+            super::RELEASE_WORKER,
+        ]);
+    }
 }

@@ -6,35 +6,30 @@ use crate::cancellation::Cancellation;
 use crate::error::{Error, Result};
 use crate::job::JobStatus;
 use crate::job_id::JobId;
-use crate::store::Store;
-use crate::store::run;
-
-/// The channel cancellations of held jobs notify, with the job id as payload.
-pub(crate) const CANCEL_CHANNEL: &str = "pgq_cancel";
+use crate::store::{Store, run};
 
 const CANCEL: &str = "
 WITH target AS (
-    SELECT id, status FROM pgq.jobs WHERE id = $1 FOR UPDATE
+    SELECT id, status, phase FROM pgq.jobs WHERE id = $1 FOR UPDATE
 ),
 updated AS (
     UPDATE pgq.jobs AS job SET
-        status = CASE WHEN target.status = 'pending' THEN 'cancelled' ELSE job.status END,
-        phase = CASE WHEN target.status = 'pending' THEN 2 ELSE job.phase END,
-        completed_at = CASE WHEN target.status = 'pending' THEN now() END,
+        status = CASE WHEN target.phase = 0 THEN 'cancelled' ELSE job.status END,
+        phase = CASE WHEN target.phase = 0 THEN 2 ELSE job.phase END,
+        completed_at = CASE WHEN target.phase = 0 THEN now() END,
         cancel_requested_at = coalesce(job.cancel_requested_at, now()),
         updated_at = now()
     FROM target
-    WHERE job.id = target.id AND target.status IN ('pending', 'claimed', 'running')
-    RETURNING job.id, job.status
+    WHERE job.id = target.id AND target.phase < 2
+    RETURNING job.id, job.status, job.phase
 )
 SELECT target.status AS before, updated.status AS after,
-       CASE WHEN updated.status IN ('claimed', 'running')
-            THEN pg_notify('pgq_cancel', target.id::text) END AS notified
+       CASE WHEN updated.phase = 1 THEN pg_notify('pgq_cancel', target.id::text) END AS notified
 FROM target LEFT JOIN updated ON true";
 
 pub(crate) async fn cancel(store: &Store, id: JobId) -> Result<Cancellation> {
     run!(store, |conn| async {
-        let row = sqlx::query(CANCEL)
+        let row = sqlx::query(store.sql(CANCEL))
             .bind(id.get())
             .fetch_optional(&mut *conn)
             .await?
@@ -57,21 +52,21 @@ UPDATE pgq.jobs SET status = 'pending', phase = 0, run_at = now(),
     max_attempts = greatest(max_attempts, least(attempts + 1, 1000)),
     completed_at = NULL, cancel_requested_at = NULL, worker_id = NULL,
     lease_expires_at = NULL, updated_at = now()
-WHERE id = $1 AND status IN ('failed', 'cancelled')
+WHERE id = $1 AND phase = 2 AND status <> 'completed'
 RETURNING pg_notify('pgq_insert', queue)";
 
 const STATUS: &str = "SELECT status FROM pgq.jobs WHERE id = $1";
 
 pub(crate) async fn retry(store: &Store, id: JobId) -> Result<()> {
     run!(store, |conn| async {
-        let retried = sqlx::query(RETRY)
+        let retried = sqlx::query(store.sql(RETRY))
             .bind(id.get())
             .fetch_optional(&mut *conn)
             .await;
         match retried {
             Ok(Some(_)) => Ok(()),
             Ok(None) => {
-                let current: Option<String> = sqlx::query_scalar(STATUS)
+                let current: Option<String> = sqlx::query_scalar(store.sql(STATUS))
                     .bind(id.get())
                     .fetch_optional(&mut *conn)
                     .await?;
@@ -99,4 +94,12 @@ fn is_unique_violation(err: &sqlx::Error) -> bool {
 fn status(name: String) -> Result<JobStatus> {
     name.parse()
         .map_err(|message: String| Error::Database(sqlx::Error::Decode(message.into())))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[super::CANCEL, super::RETRY, super::STATUS]);
+    }
 }

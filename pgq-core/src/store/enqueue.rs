@@ -9,26 +9,27 @@ use sqlx::{PgConnection, Postgres, Row};
 use crate::enqueue::{Enqueued, JobTemplate};
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
-use crate::store::Store;
-use crate::store::run;
+use crate::store::{Store, run};
 
 /// How often an enqueue retries when the job holding its unique key finishes in between the
 /// insert and the lookup. Each round needs a job to finish exactly then; ten never happen.
 const CONFLICT_ROUNDS: usize = 10;
 
 /// One row, and in the same statement (no CTE: a one-row insert pays for its plan nodes) the
-/// notification when `$9` asks for one and the job is due.
+/// notification when `$9` asks for one and the job is due. A delay counts from the statement
+/// (`clock_timestamp()`), not from the start of the transaction it runs in.
 macro_rules! insert_one {
     ($on_conflict:literal) => {
         concat!(
             "INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, unique_key, run_at)
-            VALUES ($1, $2, $3, $4, $5::jsonb, $6, COALESCE($7, now() + $8 * interval '1 millisecond'))
+            VALUES ($1, $2, $3, $4, $5::jsonb, $6,
+                    COALESCE($7, clock_timestamp() + ($8 * interval '1 millisecond')))
             ",
             $on_conflict,
             "
             RETURNING id, xmax = 0 AS inserted,
-                      CASE WHEN $9 AND run_at <= now() THEN pg_notify('pgq_insert', queue) END
-                          AS notified"
+                      CASE WHEN $9 AND run_at <= clock_timestamp()
+                           THEN pg_notify('pgq_insert', queue) END AS notified"
         )
     };
 }
@@ -54,6 +55,7 @@ const FIND_ACTIVE: &str = "SELECT id FROM pgq.jobs
 /// Inserts one job, or finds the active job holding its unique key. `notify`: whether the
 /// statement itself wakes idle workers (when due now).
 pub(crate) async fn insert_one(
+    store: &Store,
     conn: &mut PgConnection,
     job: &JobTemplate<'_>,
     payload: &str,
@@ -67,7 +69,7 @@ pub(crate) async fn insert_one(
         (Some(_), true) => REPLACE_ONE,
     };
     for _ in 0..CONFLICT_ROUNDS {
-        let row = sqlx::query(sql)
+        let row = sqlx::query(store.sql(sql))
             .bind(job.task)
             .bind(job.queue)
             .bind(job.priority)
@@ -91,15 +93,20 @@ pub(crate) async fn insert_one(
             // DO NOTHING only skips on a unique-key conflict.
             unreachable!("insert without a unique key returned no row");
         };
-        if let Some(id) = find_active(conn, job.task, key).await? {
+        if let Some(id) = find_active(store, conn, job.task, key).await? {
             return Ok(Enqueued::Duplicate(id));
         }
     }
     Err(unique_contention(job.task, unique_key.unwrap_or_default()))
 }
 
-async fn find_active(conn: &mut PgConnection, task: &str, key: &str) -> Result<Option<JobId>> {
-    let id: Option<i64> = sqlx::query_scalar(FIND_ACTIVE)
+async fn find_active(
+    store: &Store,
+    conn: &mut PgConnection,
+    task: &str,
+    key: &str,
+) -> Result<Option<JobId>> {
+    let id: Option<i64> = sqlx::query_scalar(store.sql(FIND_ACTIVE))
         .bind(task)
         .bind(key)
         .fetch_optional(conn)
@@ -126,7 +133,8 @@ macro_rules! with_batch_job {
             "WITH job AS MATERIALIZED (
                 SELECT $1::pgq.task_name AS task, $2::pgq.queue_name AS queue,
                        $3::pgq.priority AS priority, $4::pgq.max_attempts AS max_attempts,
-                       COALESCE($5, now() + $6 * interval '1 millisecond') AS run_at,
+                       COALESCE($5, clock_timestamp() + ($6 * interval '1 millisecond'))
+                           AS run_at,
                        'pending'::pgq.job_status AS status, 0::pgq.attempt_count AS attempts,
                        '[]'::pgq.error_history AS errors, 0::pgq.percent AS progress,
                        0::pgq.event_count AS events_count
@@ -149,7 +157,7 @@ const INSERT_MANY: &str = with_batch_job!(
                               errors, progress, events_count, payload)
         SELECT nextval('pgq.jobs_id_seq'), job.*, t.payload::jsonb
         FROM job, unnest($7::text[]) AS t(payload)
-        RETURNING id, run_at <= now() AS due
+        RETURNING id, run_at <= clock_timestamp() AS due
     )"
 );
 
@@ -163,11 +171,13 @@ const INSERT_MANY_KEYED: &str = with_batch_job!(
         INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, run_at, status, attempts,
                               errors, progress, events_count, payload, unique_key)
         SELECT t.id, job.*, t.payload::jsonb, t.unique_key
-        FROM job, unnest($7::bigint[], $8::text[], $9::text[]) AS t(id, payload, unique_key)
+        FROM job,
+             ROWS FROM (unnest($7::bigint[]), unnest($8::text[]), unnest($9::text[]))
+                 AS t(id, payload, unique_key)
         ON CONFLICT (task, unique_key)
             WHERE unique_key IS NOT NULL AND phase < 2
             DO NOTHING
-        RETURNING id, run_at <= now() AS due
+        RETURNING id, run_at <= clock_timestamp() AS due
     )"
 );
 
@@ -191,14 +201,15 @@ fn bind_batch_job<'q>(
 
 /// Inserts many jobs of one task, honouring unique keys (also between tasks of the batch).
 pub(crate) async fn insert_many(
+    store: &Store,
     conn: &mut PgConnection,
     job: &JobTemplate<'_>,
-    payloads: Vec<String>,
-    unique_keys: Vec<Option<String>>,
+    payloads: &[String],
+    unique_keys: &[Option<String>],
 ) -> Result<Vec<Enqueued>> {
     if unique_keys.iter().all(Option::is_none) {
-        let mut ids: Vec<i64> = bind_batch_job(sqlx::query_scalar(INSERT_MANY), job)
-            .bind(&payloads)
+        let mut ids: Vec<i64> = bind_batch_job(sqlx::query_scalar(store.sql(INSERT_MANY)), job)
+            .bind(payloads)
             .fetch_one(&mut *conn)
             .await?;
         ids.sort_unstable();
@@ -229,27 +240,32 @@ pub(crate) async fn insert_many(
         if rows.is_empty() {
             break;
         }
-        let ids: Vec<i64> = sqlx::query_scalar(DRAW_IDS)
+        // Every batch inserts its keys in one order, so that two batches with keys in common
+        // wait for each other in the unique index instead of deadlocking there.
+        rows.sort_by(|&a, &b| unique_keys[a].cmp(&unique_keys[b]));
+        let ids: Vec<i64> = sqlx::query_scalar(store.sql(DRAW_IDS))
             .bind(rows.len() as i64)
             .fetch_all(&mut *conn)
             .await?;
-        let inserted: HashSet<i64> =
-            bind_batch_job(sqlx::query_scalar::<_, Vec<i64>>(INSERT_MANY_KEYED), job)
-                .bind(&ids)
-                .bind(
-                    rows.iter()
-                        .map(|&i| payloads[i].as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    rows.iter()
-                        .map(|&i| unique_keys[i].as_deref())
-                        .collect::<Vec<_>>(),
-                )
-                .fetch_one(&mut *conn)
-                .await?
-                .into_iter()
-                .collect();
+        let inserted: HashSet<i64> = bind_batch_job(
+            sqlx::query_scalar::<_, Vec<i64>>(store.sql(INSERT_MANY_KEYED)),
+            job,
+        )
+        .bind(&ids)
+        .bind(
+            rows.iter()
+                .map(|&i| payloads[i].as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            rows.iter()
+                .map(|&i| unique_keys[i].as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .fetch_one(&mut *conn)
+        .await?
+        .into_iter()
+        .collect();
         let mut skipped = Vec::new();
         for (&index, &id) in rows.iter().zip(&ids) {
             if inserted.contains(&id) {
@@ -266,13 +282,14 @@ pub(crate) async fn insert_many(
             .iter()
             .filter_map(|&i| unique_keys[i].as_deref())
             .collect();
-        let holders: HashMap<String, i64> = sqlx::query_as::<_, (String, i64)>(FIND_ACTIVE_MANY)
-            .bind(job.task)
-            .bind(&keys)
-            .fetch_all(&mut *conn)
-            .await?
-            .into_iter()
-            .collect();
+        let holders: HashMap<String, i64> =
+            sqlx::query_as::<_, (String, i64)>(store.sql(FIND_ACTIVE_MANY))
+                .bind(job.task)
+                .bind(&keys)
+                .fetch_all(&mut *conn)
+                .await?
+                .into_iter()
+                .collect();
         // A key whose holder finished in between is free again: insert that row next round.
         rows = Vec::new();
         for index in skipped {
@@ -302,7 +319,28 @@ const NOTIFY: &str = "SELECT pg_notify('pgq_insert', $1)";
 /// Wakes idle workers of `queue` with a notification of its own.
 pub(crate) async fn notify(store: &Store, queue: &str) -> Result<()> {
     run!(store, |conn| async {
-        sqlx::query(NOTIFY).bind(queue).execute(&mut *conn).await?;
+        sqlx::query(store.sql(NOTIFY))
+            .bind(queue)
+            .execute(&mut *conn)
+            .await?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[
+            super::INSERT_ONE,
+            super::INSERT_ONE_UNIQUE,
+            super::REPLACE_ONE,
+            super::FIND_ACTIVE,
+            super::INSERT_MANY,
+            super::DRAW_IDS,
+            super::INSERT_MANY_KEYED,
+            super::FIND_ACTIVE_MANY,
+            super::NOTIFY,
+        ]);
+    }
 }

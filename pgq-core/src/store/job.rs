@@ -2,17 +2,18 @@
 
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
-use sqlx::{PgExecutor, Row};
+use sqlx::{PgConnection, Row};
 
 use crate::error::Result;
 use crate::job::{AttemptError, Job, JobStatus};
 use crate::job_id::JobId;
+use crate::store::Store;
 
 const SELECT_JOB: &str = "SELECT * FROM pgq.jobs WHERE id = $1";
 
 /// The job with this id, if it exists.
-pub(crate) async fn find<'c>(conn: impl PgExecutor<'c>, id: JobId) -> Result<Option<Job>> {
-    let row = sqlx::query(SELECT_JOB)
+pub(crate) async fn find(store: &Store, conn: &mut PgConnection, id: JobId) -> Result<Option<Job>> {
+    let row = sqlx::query(store.sql(SELECT_JOB))
         .bind(id.get())
         .fetch_optional(conn)
         .await?;
@@ -50,4 +51,12 @@ pub(crate) fn decode(row: &PgRow) -> Result<Job> {
         completed_at: row.try_get("completed_at")?,
         updated_at: row.try_get("updated_at")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[super::SELECT_JOB]);
+    }
 }

@@ -5,9 +5,8 @@ use sqlx::Row;
 
 use crate::error::Result;
 use crate::job_id::JobId;
-use crate::store::Store;
 use crate::store::attempt::{ERROR_HISTORY, Fence};
-use crate::store::run;
+use crate::store::{Store, run};
 
 /// One held attempt and the lease length it keeps.
 #[derive(Debug, Clone, Copy)]
@@ -24,13 +23,36 @@ pub(crate) struct Renewed {
     pub(crate) cancel_requested: bool,
 }
 
+/// Renewal never waits for a row: one that another statement holds (this worker's own
+/// completion, an operator's cancel) is skipped this round, and still reported held when the
+/// statement's snapshot shows it held, so that only a job another attempt took counts as lost.
 const RENEW: &str = "
-UPDATE pgq.jobs AS job
-SET lease_expires_at = greatest(job.lease_expires_at, now() + held.lease_ms * interval '1 millisecond')
-FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS held(id, attempt, lease_ms)
-WHERE job.id = held.id AND job.attempts = held.attempt AND job.worker_id = $4
-  AND job.status IN ('claimed', 'running') AND job.lease_expires_at > now()
-RETURNING job.id, job.cancel_requested_at IS NOT NULL AS cancel_requested";
+WITH asked AS (
+    SELECT * FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[]), unnest($3::bigint[]))
+        AS asked(id, attempt, lease_ms)
+),
+holding AS (
+    SELECT job.id, asked.lease_ms, job.cancel_requested_at IS NOT NULL AS cancel_requested
+    FROM pgq.jobs AS job JOIN asked ON job.id = asked.id
+    WHERE job.attempts = asked.attempt AND job.worker_id = $4 AND job.phase = 1
+      AND job.lease_expires_at > now()
+),
+locked AS (
+    SELECT job.id, holding.lease_ms
+    FROM pgq.jobs AS job JOIN holding ON job.id = holding.id
+    WHERE job.worker_id = $4 AND job.phase = 1 AND job.lease_expires_at > now()
+    ORDER BY job.id
+    FOR UPDATE OF job SKIP LOCKED
+),
+renewed AS (
+    UPDATE pgq.jobs AS job
+    SET lease_expires_at = greatest(job.lease_expires_at,
+                                    now() + (locked.lease_ms * interval '1 millisecond'))
+    FROM locked
+    WHERE job.id = locked.id
+    RETURNING job.id
+)
+SELECT id, cancel_requested FROM holding";
 
 /// Renews the leases of a worker's held jobs in one statement. Jobs missing from the result
 /// have lost their lease.
@@ -40,7 +62,7 @@ pub(crate) async fn renew(
     held: &[HeldLease],
 ) -> Result<Vec<Renewed>> {
     run!(store, |conn| async {
-        let rows = sqlx::query(RENEW)
+        let rows = sqlx::query(store.sql(RENEW))
             .bind(held.iter().map(|h| h.id.get()).collect::<Vec<_>>())
             .bind(held.iter().map(|h| h.attempt).collect::<Vec<_>>())
             .bind(held.iter().map(|h| h.lease_ms).collect::<Vec<_>>())
@@ -60,14 +82,13 @@ pub(crate) async fn renew(
 
 const EXTEND: &str = "
 UPDATE pgq.jobs
-SET lease_expires_at = greatest(lease_expires_at, now() + $4 * interval '1 millisecond')
-WHERE id = $1 AND attempts = $2 AND worker_id = $3
-  AND status IN ('claimed', 'running') AND lease_expires_at > now()";
+SET lease_expires_at = greatest(lease_expires_at, now() + ($4 * interval '1 millisecond'))
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND phase = 1 AND lease_expires_at > now()";
 
 /// Extends one lease. `false` when the fence no longer holds or the lease ran out.
 pub(crate) async fn extend(store: &Store, fence: Fence<'_>, millis: i64) -> Result<bool> {
     run!(store, |conn| async {
-        let done = sqlx::query(EXTEND)
+        let done = sqlx::query(store.sql(EXTEND))
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -106,11 +127,19 @@ RETURNING job.id";
 /// Rescues up to `limit` jobs whose lease expired.
 pub(crate) async fn rescue(store: &Store, limit: i64) -> Result<Vec<JobId>> {
     run!(store, |conn| async {
-        let ids: Vec<i64> = sqlx::query_scalar(RESCUE)
+        let ids: Vec<i64> = sqlx::query_scalar(store.sql(RESCUE))
             .bind(limit)
             .bind(ERROR_HISTORY)
             .fetch_all(&mut *conn)
             .await?;
         Ok(ids.into_iter().map(JobId::from).collect())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[super::RENEW, super::EXTEND, super::RESCUE]);
+    }
 }

@@ -20,15 +20,15 @@ WITH lock AS (SELECT pg_try_advisory_xact_lock($4) AS held),
 doomed AS (
     SELECT id FROM pgq.jobs
     WHERE phase = 2
-      AND completed_at < now() - least($1, $2) * interval '1 millisecond'
-      AND completed_at < now() - CASE WHEN status = 'completed' THEN $1 ELSE $2 END
-                                 * interval '1 millisecond'
+      AND completed_at < (now() - (least($1, $2) * interval '1 millisecond'))
+      AND completed_at < (now() - (CASE WHEN status = 'completed' THEN $1 ELSE $2 END
+                                   * interval '1 millisecond'))
       AND (SELECT held FROM lock)
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ),
 deleted AS (
-    DELETE FROM pgq.jobs WHERE id IN (SELECT id FROM doomed) RETURNING 1
+    DELETE FROM pgq.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING 1
 )
 SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM deleted) AS deleted";
 
@@ -44,11 +44,11 @@ pub(crate) async fn delete_finished(
     let mut total = 0;
     loop {
         let (held, deleted): (bool, i64) = run!(store, |conn| async {
-            Ok(sqlx::query_as(DELETE_FINISHED)
+            Ok(sqlx::query_as(store.sql(DELETE_FINISHED))
                 .bind(millis(completed))
                 .bind(millis(failed))
                 .bind(batch)
-                .bind(CLEAN_LOCK)
+                .bind(store.lock_key(CLEAN_LOCK))
                 .fetch_one(&mut *conn)
                 .await?)
         })?;
@@ -73,11 +73,11 @@ SELECT queue,
        count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
        extract(epoch FROM now() - min(run_at) FILTER (WHERE status = 'pending' AND run_at <= now()))::float8
            AS oldest_due_secs,
-       count(*) FILTER (WHERE status = 'failed' AND completed_at > now() - interval '1 hour')
+       count(*) FILTER (WHERE status = 'failed' AND completed_at > (now() - interval '1 hour'))
            AS failed_last_hour,
        coalesce(sum((SELECT count(*) FROM jsonb_array_elements(errors) AS e
-                     WHERE (e->>'at')::timestamptz > now() - interval '1 hour'))
-                FILTER (WHERE updated_at > now() - interval '1 hour'), 0)::bigint
+                     WHERE (e->>'at')::timestamptz > (now() - interval '1 hour')))
+                FILTER (WHERE updated_at > (now() - interval '1 hour')), 0)::bigint
            AS errors_last_hour
 FROM pgq.jobs
 GROUP BY queue
@@ -85,7 +85,7 @@ ORDER BY queue";
 
 pub(crate) async fn stats(store: &Store) -> Result<Vec<QueueStats>> {
     run!(store, |conn| async {
-        let rows = sqlx::query(STATS).fetch_all(&mut *conn).await?;
+        let rows = sqlx::query(store.sql(STATS)).fetch_all(&mut *conn).await?;
         let count = |row: &sqlx::postgres::PgRow, name: &str| -> Result<u64> {
             Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
         };
@@ -109,4 +109,12 @@ pub(crate) async fn stats(store: &Store) -> Result<Vec<QueueStats>> {
             })
             .collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[super::DELETE_FINISHED, super::STATS]);
+    }
 }

@@ -1,7 +1,9 @@
-//! The store: every SQL statement pgq runs lives below this module, with values always bound.
-//! [`Store`] is how pgq reaches a database for statements of its own: each within a time limit,
-//! so that a connection that stopped answering (a dead network, a failover) is noticed and
-//! replaced instead of waiting on it forever.
+//! The store: every SQL statement pgq runs lives below this module, with values always bound,
+//! rendered for the client's schema with every operator and function qualified (see
+//! [`sql`]). [`Store`] is how pgq reaches a database for statements of its own: each within a
+//! time limit, so that a connection that stopped answering (a dead network, a failover) is
+//! noticed and replaced instead of waited on forever; a deadlock or serialization failure that
+//! pgq's own statement meets is retried here, never handed to the caller.
 
 use std::time::Duration;
 
@@ -9,6 +11,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
 
 use crate::error::{Error, Result};
+use crate::schema::Schema;
 
 pub(crate) mod attempt;
 pub(crate) mod control;
@@ -18,46 +21,84 @@ pub(crate) mod lease;
 pub(crate) mod maintenance;
 pub(crate) mod progress;
 pub(crate) mod schema;
+pub(crate) mod sql;
 pub(crate) mod testing;
 pub(crate) mod tick;
 
-/// The channel enqueues notify, with the queue name as payload, so idle workers wake up.
-pub(crate) const INSERT_CHANNEL: &str = "pgq_insert";
+/// How often pgq runs one of its own statements again after a deadlock or serialization
+/// failure. Each needs another transaction to take the same rows in another order at that
+/// moment; pgq's statements lock rows in one order, so the second try is all it takes.
+pub(crate) const CONFLICT_RETRIES: u32 = 5;
 
 /// Runs statements on a connection of a [`Store`]'s pool, within its time limit:
 /// `run!(store, |conn| statement(conn, ..))` for any future that uses `conn: &mut PgConnection`.
 /// A connection that did not answer in time is closed: returned to the pool, it would be checked
-/// with a round trip that waits as long as the network stays silent.
+/// with a round trip that waits as long as the network stays silent. A deadlock or
+/// serialization failure runs the work again, on a fresh transaction.
 macro_rules! run {
     ($store:expr, |$conn:ident| $work:expr) => {{
         let store: &$crate::store::Store = &$store;
-        match store.acquire().await {
-            Ok(mut pooled) => {
-                let result = {
-                    let $conn: &mut ::sqlx::PgConnection = &mut pooled;
-                    store.bound($work).await
-                };
-                if matches!(result, Err($crate::error::Error::Unresponsive(_))) {
-                    pooled.close_on_drop();
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let result = match store.acquire().await {
+                Ok(mut pooled) => {
+                    let result = {
+                        let $conn: &mut ::sqlx::PgConnection = &mut pooled;
+                        store.bound($work).await
+                    };
+                    if matches!(result, Err($crate::error::Error::Unresponsive(_))) {
+                        pooled.close_on_drop();
+                    }
+                    result
                 }
-                result
+                Err(err) => Err(err),
+            };
+            match result {
+                Err(err) if err.is_conflict() && tries < $crate::store::CONFLICT_RETRIES => {
+                    $crate::store::conflict_pause(tries).await;
+                }
+                result => break result,
             }
-            Err(err) => Err(err),
         }
     }};
 }
 pub(crate) use run;
 
-/// A pool, and how long pgq waits for one of its own statements on it.
+/// A short, growing, jittered pause before trying a conflicted statement again.
+pub(crate) async fn conflict_pause(tries: u32) {
+    let jitter = u64::from(std::process::id() ^ tries.wrapping_mul(2_654_435_761)) % 5;
+    tokio::time::sleep(Duration::from_millis(u64::from(tries) * 5 + jitter)).await;
+}
+
+/// The channels pgq notifies on. Their names carry the schema, so that instances in other
+/// schemas of the same database do not hear them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Channel {
+    /// A job is due in the queue named by the payload.
+    Insert,
+    /// The job whose id is the payload was asked to cancel.
+    Cancel,
+    /// The job whose id is the payload reported progress.
+    Progress,
+}
+
+/// A pool, the schema pgq lives in there, and how long pgq waits for one of its own
+/// statements on it.
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
     pool: PgPool,
     timeout: Duration,
+    schema: Schema,
 }
 
 impl Store {
-    pub(crate) fn new(pool: PgPool, timeout: Duration) -> Self {
-        Self { pool, timeout }
+    pub(crate) fn new(pool: PgPool, timeout: Duration, schema: Schema) -> Self {
+        Self {
+            pool,
+            timeout,
+            schema,
+        }
     }
 
     pub(crate) fn pool(&self) -> &PgPool {
@@ -68,12 +109,46 @@ impl Store {
         self.timeout
     }
 
-    /// The same limits on another pool.
+    pub(crate) fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The same schema and limits on another pool.
     pub(crate) fn on(&self, pool: PgPool) -> Self {
         Self {
             pool,
             timeout: self.timeout,
+            schema: self.schema.clone(),
         }
+    }
+
+    /// `template` rendered for this store's schema.
+    pub(crate) fn sql(&self, template: &'static str) -> &'static str {
+        sql::statement(self.schema.as_arc(), template)
+    }
+
+    /// The name of a notification channel in this store's schema.
+    pub(crate) fn channel(&self, channel: Channel) -> String {
+        let suffix = match channel {
+            Channel::Insert => "insert",
+            Channel::Cancel => "cancel",
+            Channel::Progress => "progress",
+        };
+        format!("{}_{suffix}", self.schema.name())
+    }
+
+    /// An advisory lock key of this store's schema: `base` for `pgq`, mixed with the name for
+    /// any other, so that instances in other schemas do not wait for each other.
+    pub(crate) fn lock_key(&self, base: i64) -> i64 {
+        let name = self.schema.name();
+        if name == sql::TEMPLATE_SCHEMA {
+            return base;
+        }
+        // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
+        let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+        base ^ hash.cast_signed()
     }
 
     /// A connection of the pool, waited for within the time limit.

@@ -5,9 +5,6 @@ use crate::store::Store;
 use crate::store::attempt::Fence;
 use crate::store::run;
 
-/// The channel progress writes notify, with the job id as payload.
-pub(crate) const PROGRESS_CHANNEL: &str = "pgq_progress";
-
 const WRITE: &str = "
 UPDATE pgq.jobs
 SET progress = $4, current_stage = coalesce($5, current_stage),
@@ -24,7 +21,7 @@ pub(crate) async fn write(
     events: i32,
 ) -> Result<bool> {
     run!(store, |conn| async {
-        let row = sqlx::query(WRITE)
+        let row = sqlx::query(store.sql(WRITE))
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -35,4 +32,12 @@ pub(crate) async fn write(
             .await?;
         Ok(row.is_some())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[super::WRITE]);
+    }
 }

@@ -5,9 +5,12 @@
 //! never touched. One transaction, under a transaction-scoped advisory lock, applies every
 //! missing migration, so concurrent callers wait for each other and then find nothing to do.
 
-use sqlx::{PgPool, Row};
+use std::collections::HashMap;
+
+use sqlx::AssertSqlSafe;
 
 use crate::error::{Error, Result};
+use crate::store::{Store, sql};
 
 /// One embedded migration file.
 pub(crate) struct Migration {
@@ -40,45 +43,96 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
 ];
 
-/// The advisory lock taken while migrating ("pgq_migr" in ASCII).
+/// The transaction-scoped advisory lock taken while migrating ("pgq_migr" in ASCII).
 const MIGRATE_LOCK: i64 = 0x7067_715f_6d69_6772;
 
+const LOCK: &str = "SELECT pg_advisory_xact_lock($1)";
+
+/// Whether the bookkeeping table exists: read before any DDL, so that an up-to-date schema needs
+/// no privilege beyond reading it.
+const HAS_BOOKKEEPING: &str = "SELECT to_regclass('pgq.migrations') IS NOT NULL";
+
+const APPLIED: &str = "SELECT version, checksum FROM pgq.migrations ORDER BY version";
+
 const BOOKKEEPING: &str = "
-CREATE SCHEMA IF NOT EXISTS pgq;
 CREATE TABLE IF NOT EXISTS pgq.migrations (
     version    bigint      PRIMARY KEY,
     name       text        NOT NULL,
     checksum   text        NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
-);";
+)";
 
-/// Applies every migration the database lacks.
-pub(crate) async fn migrate(pool: &PgPool) -> Result<()> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(MIGRATE_LOCK)
+const CHECKSUM: &str = "SELECT md5($1)";
+
+const RECORD: &str =
+    "INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, $2, md5($3))";
+
+/// Applies every migration the database lacks, in one transaction. DDL runs with a search path
+/// of the schema and `pg_catalog` alone, so that what it creates refers to nothing of anyone
+/// else's.
+pub(crate) async fn migrate(store: &Store) -> Result<()> {
+    let schema = store.schema().name();
+    let mut tx = store.pool().begin().await?;
+    sqlx::query(store.sql(LOCK))
+        .bind(store.lock_key(MIGRATE_LOCK))
         .execute(&mut *tx)
         .await?;
-    sqlx::raw_sql(BOOKKEEPING).execute(&mut *tx).await?;
+    let exists: bool = sqlx::query_scalar(store.sql(HAS_BOOKKEEPING))
+        .fetch_one(&mut *tx)
+        .await?;
+    let mut applied: HashMap<i64, String> = HashMap::new();
+    if exists {
+        let rows: Vec<(i64, String)> = sqlx::query_as(store.sql(APPLIED))
+            .fetch_all(&mut *tx)
+            .await?;
+        applied.extend(rows);
+    }
+    let newest_known = MIGRATIONS.last().map_or(0, |m| m.version);
+    if let Some(&newest) = applied.keys().max()
+        && newest > newest_known
+    {
+        return Err(Error::SchemaTooNew {
+            database: newest,
+            binary: newest_known,
+        });
+    }
+    let mut missing = Vec::new();
     for migration in MIGRATIONS {
-        let applied =
-            sqlx::query("SELECT checksum = md5($2) AS same FROM pgq.migrations WHERE version = $1")
-                .bind(migration.version)
-                .bind(migration.sql)
-                .fetch_optional(&mut *tx)
-                .await?;
-        match applied {
-            Some(row) if row.try_get::<bool, _>("same")? => continue,
-            Some(_) => {
-                return Err(Error::Migration {
-                    version: migration.version,
-                    name: migration.name.to_owned(),
-                    message: "applied with different contents; migrations are append-only".into(),
-                });
+        match applied.get(&migration.version) {
+            Some(checksum) => {
+                let expected: String = sqlx::query_scalar(store.sql(CHECKSUM))
+                    .bind(migration.sql)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                if *checksum != expected {
+                    return Err(Error::Migration {
+                        version: migration.version,
+                        name: migration.name.to_owned(),
+                        message: "applied with different contents; migrations are append-only"
+                            .into(),
+                    });
+                }
             }
-            None => {}
+            None => missing.push(migration),
         }
-        sqlx::raw_sql(migration.sql)
+    }
+    if missing.is_empty() {
+        // Up to date: nothing was written, and no DDL privilege was needed.
+        tx.commit().await?;
+        return Ok(());
+    }
+    // The name was checked when the client was made; DDL cannot bind it.
+    let prepare = format!(
+        "CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET LOCAL search_path = \"{schema}\", pg_catalog;"
+    );
+    sqlx::raw_sql(AssertSqlSafe(prepare))
+        .execute(&mut *tx)
+        .await?;
+    sqlx::raw_sql(AssertSqlSafe(sql::in_schema(BOOKKEEPING, schema)))
+        .execute(&mut *tx)
+        .await?;
+    for migration in missing {
+        sqlx::raw_sql(AssertSqlSafe(sql::in_schema(migration.sql, schema)))
             .execute(&mut *tx)
             .await
             .map_err(|err| Error::Migration {
@@ -86,14 +140,12 @@ pub(crate) async fn migrate(pool: &PgPool) -> Result<()> {
                 name: migration.name.to_owned(),
                 message: err.to_string(),
             })?;
-        sqlx::query(
-            "INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, $2, md5($3))",
-        )
-        .bind(migration.version)
-        .bind(migration.name)
-        .bind(migration.sql)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(store.sql(RECORD))
+            .bind(migration.version)
+            .bind(migration.name)
+            .bind(migration.sql)
+            .execute(&mut *tx)
+            .await?;
     }
     tx.commit().await?;
     Ok(())

@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgPool};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
+use crate::store::Store;
 
 /// A database name made of ASCII letters, digits and `_`, quoted: DDL cannot bind it.
 fn database_name(name: &str) -> Result<String> {
@@ -46,12 +47,13 @@ pub(crate) async fn drop_database(server: &PgConnectOptions, name: &str) -> Resu
 
 const ADVANCE: &str = "
 UPDATE pgq.jobs
-SET run_at = run_at - $1 * interval '1 millisecond',
-    lease_expires_at = lease_expires_at - $1 * interval '1 millisecond'
+SET run_at = run_at - ($1 * interval '1 millisecond'),
+    lease_expires_at = lease_expires_at - ($1 * interval '1 millisecond')
 WHERE phase < 2";
 
-pub(crate) async fn advance(pool: &PgPool, by: Duration) -> Result<()> {
-    sqlx::query(ADVANCE)
+pub(crate) async fn advance(store: &Store, by: Duration) -> Result<()> {
+    let pool = store.pool();
+    sqlx::query(store.sql(ADVANCE))
         .bind(i64::try_from(by.as_millis()).unwrap_or(i64::MAX))
         .execute(pool)
         .await?;
@@ -60,19 +62,34 @@ pub(crate) async fn advance(pool: &PgPool, by: Duration) -> Result<()> {
 
 const MAKE_DUE: &str = "UPDATE pgq.jobs SET run_at = now() WHERE id = $1 AND status = 'pending'";
 
-pub(crate) async fn make_due(pool: &PgPool, id: JobId) -> Result<()> {
-    sqlx::query(MAKE_DUE).bind(id.get()).execute(pool).await?;
+pub(crate) async fn make_due(store: &Store, id: JobId) -> Result<()> {
+    let pool = store.pool();
+    sqlx::query(store.sql(MAKE_DUE))
+        .bind(id.get())
+        .execute(pool)
+        .await?;
     Ok(())
 }
 
 const PENDING: &str =
     "SELECT id, payload FROM pgq.jobs WHERE task = $1 AND status = 'pending' ORDER BY id";
 
-pub(crate) async fn pending(pool: &PgPool, task: &str) -> Result<Vec<(JobId, serde_json::Value)>> {
-    let rows: Vec<(i64, serde_json::Value)> =
-        sqlx::query_as(PENDING).bind(task).fetch_all(pool).await?;
+pub(crate) async fn pending(store: &Store, task: &str) -> Result<Vec<(JobId, serde_json::Value)>> {
+    let pool = store.pool();
+    let rows: Vec<(i64, serde_json::Value)> = sqlx::query_as(store.sql(PENDING))
+        .bind(task)
+        .fetch_all(pool)
+        .await?;
     Ok(rows
         .into_iter()
         .map(|(id, payload)| (JobId::from(id), payload))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[super::ADVANCE, super::MAKE_DUE]);
+    }
 }

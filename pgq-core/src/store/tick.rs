@@ -9,6 +9,7 @@ use sqlx::{PgConnection, Row};
 
 use crate::error::Result;
 use crate::job_id::JobId;
+use crate::store::Store;
 
 const TICK: &str = "
 WITH completed AS (
@@ -16,7 +17,7 @@ WITH completed AS (
     SET status = 'completed', phase = 2, progress = 100, completed_at = now(),
         lease_expires_at = NULL,
         updated_at = now()
-    FROM unnest($1::bigint[], $2::int[]) AS done(id, attempt)
+    FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[])) AS done(id, attempt)
     WHERE job.id = done.id AND job.attempts = done.attempt AND job.worker_id = $3
       AND job.status = 'running'
     RETURNING job.id
@@ -24,7 +25,7 @@ WITH completed AS (
 started AS (
     UPDATE pgq.jobs AS job
     SET status = 'running', started_at = now(), updated_at = now()
-    FROM unnest($4::bigint[], $5::int[]) AS held(id, attempt)
+    FROM ROWS FROM (unnest($4::bigint[]), unnest($5::int[])) AS held(id, attempt)
     WHERE job.id = held.id AND job.attempts = held.attempt AND job.worker_id = $3
       AND job.status = 'claimed'
     RETURNING job.id
@@ -36,25 +37,27 @@ next AS (
     LIMIT $8
     FOR UPDATE SKIP LOCKED
 ),
+ranked AS (
+    SELECT * FROM unnest(ARRAY(SELECT id FROM next)) WITH ORDINALITY AS ranked(id, rank)
+),
 claimed AS (
     UPDATE pgq.jobs AS job
     SET status = 'claimed', phase = 1, attempts = job.attempts + 1, worker_id = $3,
         claimed_at = now(),
-        lease_expires_at = now() + ($9::bigint[])[array_position($7, job.task)]
-                                   * interval '1 millisecond',
+        lease_expires_at = now() + (($9::bigint[])[array_position($7, job.task)]
+                                    * interval '1 millisecond'),
         updated_at = now()
-    WHERE job.id = ANY(ARRAY(SELECT id FROM next))
-    RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key,
-              job.priority, job.run_at
+    FROM ranked
+    WHERE job.id = ranked.id
+    RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key, ranked.rank
 )
 SELECT 'completed' AS step, id, NULL::text AS task, NULL::text AS queue, NULL::jsonb AS payload,
-       NULL::int AS attempts, NULL::text AS unique_key, NULL::smallint AS priority,
-       NULL::timestamptz AS run_at
+       NULL::int AS attempts, NULL::text AS unique_key, NULL::bigint AS rank
 FROM completed
 UNION ALL
-SELECT 'started', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM started
+SELECT 'started', id, NULL, NULL, NULL, NULL, NULL, NULL FROM started
 UNION ALL
-SELECT 'claimed', id, task, queue, payload, attempts, unique_key, priority, run_at FROM claimed";
+SELECT 'claimed', id, task, queue, payload, attempts, unique_key, rank FROM claimed";
 
 /// A job this worker claimed.
 #[derive(Debug)]
@@ -98,8 +101,12 @@ pub(crate) struct TickResult {
     pub(crate) claimed: Vec<ClaimedJob>,
 }
 
-pub(crate) async fn tick(conn: &mut PgConnection, request: &TickRequest<'_>) -> Result<TickResult> {
-    let rows = sqlx::query(TICK)
+pub(crate) async fn tick(
+    store: &Store,
+    conn: &mut PgConnection,
+    request: &TickRequest<'_>,
+) -> Result<TickResult> {
+    let rows = sqlx::query(store.sql(TICK))
         .bind(
             request
                 .complete
@@ -132,11 +139,7 @@ pub(crate) async fn tick(conn: &mut PgConnection, request: &TickRequest<'_>) -> 
             "started" => result.started.push(id),
             _ => {
                 let Json(payload) = row.try_get::<Json<Box<RawValue>>, _>("payload")?;
-                let order = (
-                    -row.try_get::<i16, _>("priority")?,
-                    row.try_get::<chrono::DateTime<chrono::Utc>, _>("run_at")?,
-                    id,
-                );
+                let order: i64 = row.try_get("rank")?;
                 claimed.push((
                     order,
                     ClaimedJob {
@@ -155,4 +158,12 @@ pub(crate) async fn tick(conn: &mut PgConnection, request: &TickRequest<'_>) -> 
     claimed.sort_by_key(|(order, _)| *order);
     result.claimed = claimed.into_iter().map(|(_, job)| job).collect();
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[super::TICK]);
+    }
 }

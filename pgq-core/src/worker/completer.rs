@@ -213,7 +213,11 @@ impl Completer {
         }
         match returned {
             Return::Ok => {
-                let written = run!(self.store, |conn| store::attempt::complete(conn, fence));
+                let written = run!(self.store, |conn| store::attempt::complete(
+                    &self.store,
+                    conn,
+                    fence
+                ));
                 (held(written, JobOutcome::Completed), None)
             }
             Return::Err(err) => self.write_failure(queue, fence, &err).await,
@@ -372,12 +376,13 @@ impl Batch {
 /// handler returns, [`Completer::end`] checks that the transaction committed, and reports it.
 /// `false` when the fence no longer holds.
 pub(crate) async fn complete_in(
+    store: &Store,
     conn: &mut PgConnection,
     state: &AttemptState,
     fence: Fence<'_>,
 ) -> Result<bool> {
     state.flush().await;
-    let completed = state.started().await && store::attempt::complete(conn, fence).await?;
+    let completed = state.started().await && store::attempt::complete(store, conn, fence).await?;
     if completed {
         state.mark_completed_in_tx();
     }
@@ -399,6 +404,7 @@ mod tests {
     use super::{Completer, Ended, Return};
     use crate::attempt::{AttemptState, Backend};
     use crate::job_id::JobId;
+    use crate::schema::Schema;
     use crate::store::Store;
     use crate::worker::event::{JobOutcome, WorkerEvent};
     use crate::worker::held::HeldJobs;
@@ -410,7 +416,7 @@ mod tests {
         let pool = PgPoolOptions::new()
             .connect_lazy("postgres://nobody@127.0.0.1:1/none")
             .expect("a lazy pool");
-        let store = Store::new(pool, Duration::from_secs(1));
+        let store = Store::new(pool, Duration::from_secs(1), Schema::default());
         let queue = QueueSlots::new("email", 4);
         let reporter = Reporter::new();
         let held = Arc::new(HeldJobs::default());

@@ -233,7 +233,9 @@ impl Dispatcher {
             };
             let (result, connection) = match connection {
                 Ok(mut connection) => {
-                    let result = db.bound(store::tick::tick(&mut connection, &request)).await;
+                    let result = db
+                        .bound(store::tick::tick(db, &mut connection, &request))
+                        .await;
                     match &result {
                         Ok(_) => (result, Some(connection)),
                         // A connection that did not answer in time is closed; one whose

@@ -62,7 +62,7 @@ pub(crate) async fn drain(
                 leases_ms: tasks.leases_ms(),
                 claim: 1,
             };
-            let claimed = run!(db, |conn| store::tick::tick(conn, &request))?.claimed;
+            let claimed = run!(db, |conn| store::tick::tick(db, conn, &request))?.claimed;
             for job in claimed {
                 ran = true;
                 let (id, task, attempt) = (job.id, job.task.clone(), job.attempt);
@@ -73,7 +73,7 @@ pub(crate) async fn drain(
                     claim: 0,
                     ..request
                 };
-                let started = run!(db, |conn| store::tick::tick(conn, &request))?.started;
+                let started = run!(db, |conn| store::tick::tick(db, conn, &request))?.started;
                 let state = executor.attempt_state(&job, true);
                 if !(started.contains(&id) && executor.held.start(&state)) {
                     // Taken back between the two statements: not this drain's to run.

@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 
-use crate::store::INSERT_CHANNEL;
-use crate::store::control::CANCEL_CHANNEL;
+use crate::store::{Channel, Store};
 use crate::worker::event::WorkerEvent;
 use crate::worker::held::HeldJobs;
 use crate::worker::report::Reporter;
@@ -31,6 +30,8 @@ const PROBE_AFTER: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub(crate) struct Listener {
     pub(crate) options: PgConnectOptions,
+    /// For the channel names of the client's schema.
+    pub(crate) store: Store,
     pub(crate) queues: Vec<Arc<QueueSlots>>,
     pub(crate) held: Arc<HeldJobs>,
     pub(crate) reporter: Reporter,
@@ -52,6 +53,7 @@ impl Listener {
     }
 
     pub(crate) async fn listen(self) {
+        let cancel_channel = self.store.channel(Channel::Cancel);
         let mut delay = RECONNECT_MIN;
         loop {
             let connected = tokio::time::timeout(self.probe_timeout, self.connect()).await;
@@ -72,7 +74,7 @@ impl Listener {
                             }
                         };
                         match received {
-                            Ok(Some(notification)) if notification.channel() == CANCEL_CHANNEL => {
+                            Ok(Some(notification)) if notification.channel() == cancel_channel => {
                                 let id = notification.payload().parse::<i64>().ok();
                                 if let Some(state) = id.and_then(|id| self.held.running(id.into()))
                                 {
@@ -118,8 +120,9 @@ impl Listener {
             .connect_lazy_with(options);
         let mut listener = PgListener::connect_with(&pool).await?;
         listener.ignore_pool_close_event(true);
+        let channels = [Channel::Insert, Channel::Cancel].map(|c| self.store.channel(c));
         listener
-            .listen_all([INSERT_CHANNEL, CANCEL_CHANNEL])
+            .listen_all(channels.iter().map(String::as_str))
             .await?;
         Ok(listener)
     }

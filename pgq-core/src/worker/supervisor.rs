@@ -104,6 +104,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>) {
     let (finish, finished) = watch::channel(false);
     let listener = Listener {
         options: executor.client.pool().connect_options().as_ref().clone(),
+        store: executor.client.store().clone(),
         queues: runtime.queues.clone(),
         held: executor.held.clone(),
         reporter: runtime.reporter.clone(),
