@@ -13,18 +13,7 @@ use crate::job_id::JobId;
 use crate::limits;
 use crate::store;
 use crate::store::attempt::Fence;
-
-/// `text` cut to at most `max` bytes, at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
+use crate::text;
 
 /// Where an attempt's reports go.
 #[derive(Debug)]
@@ -71,6 +60,9 @@ pub(crate) struct AttemptState {
     cancel_requested: AtomicBool,
     lease_lost: AtomicBool,
     completed_in_tx: AtomicBool,
+    /// Released by a shutdown that could not wait for the handler: whatever the handler
+    /// returns later is neither written nor reported.
+    abandoned: AtomicBool,
     progress: Mutex<Progress>,
 }
 
@@ -106,6 +98,7 @@ impl AttemptState {
             cancel_requested: AtomicBool::new(false),
             lease_lost: AtomicBool::new(false),
             completed_in_tx: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
             progress: Mutex::new(Progress::default()),
         })
     }
@@ -177,6 +170,16 @@ impl AttemptState {
         let _ = stop.wait_for(|stopped| *stopped).await;
     }
 
+    /// Marks the attempt released without its handler; `false` if it already was.
+    pub(crate) fn abandon(&self) -> bool {
+        self.stop.send_replace(true);
+        !self.abandoned.swap(true, Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn mark_completed_in_tx(&self) {
         self.completed_in_tx.store(true, Ordering::SeqCst);
     }
@@ -212,7 +215,7 @@ impl AttemptState {
                 progress.percent = percent.min(100);
             }
             if let Some(stage) = stage {
-                progress.stage = cut(stage, limits::MAX_STAGE_BYTES).to_owned();
+                progress.stage = text::storable(stage, limits::MAX_STAGE_BYTES).into_owned();
             }
             if event {
                 progress.unsent_events += 1;
@@ -284,7 +287,7 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
 
-    use super::{AttemptState, Backend, cut};
+    use super::{AttemptState, Backend};
 
     fn unconfirmed() -> std::sync::Arc<AttemptState> {
         let backend = Backend::Recording(Mutex::default());
@@ -315,15 +318,5 @@ mod tests {
         state.confirm_start(false);
         assert!(!state.started().await);
         assert!(state.is_stopped() && state.is_lease_lost());
-    }
-
-    #[test]
-    fn stages_are_cut_at_a_char_boundary() {
-        assert_eq!(cut("resize", 1024), "resize");
-        let long = "é".repeat(600); // 1 200 bytes
-        let stage = cut(&long, 1024);
-        assert_eq!(stage.len(), 1024);
-        assert!(stage.chars().all(|c| c == 'é'));
-        assert_eq!(cut("aé", 2), "a");
     }
 }

@@ -9,6 +9,7 @@ use crate::job_id::JobId;
 use crate::limits;
 use crate::queue;
 use crate::task::Task;
+use crate::text;
 
 /// Per-job overrides of a task's `#[task(...)]` settings.
 ///
@@ -244,6 +245,14 @@ pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTe
             "give run_at or delay, not both".into(),
         ));
     }
+    if let Some(run_at) = options.run_at
+        && !(limits::EARLIEST_RUN_AT..limits::LATEST_RUN_AT).contains(&run_at.timestamp())
+    {
+        return Err(invalid::<T>(
+            "run_at",
+            format!("{run_at} is outside the years 1970 to 9999"),
+        ));
+    }
     let delay_ms = match options.delay {
         Some(delay) if delay > limits::MAX_DELAY => {
             return Err(invalid::<T>(
@@ -270,6 +279,12 @@ pub(crate) fn prepare<T: Task>(task: &T, max_payload_bytes: usize) -> Result<Pre
         task: T::NAME,
         source,
     })?;
+    if text::json_has_nul(&payload) {
+        return Err(Error::InvalidPayload {
+            task: T::NAME,
+            reason: "it holds a NUL character (\\u0000), which PostgreSQL cannot store",
+        });
+    }
     if payload.len() > max_payload_bytes {
         return Err(Error::PayloadTooLarge {
             task: T::NAME,
@@ -278,6 +293,14 @@ pub(crate) fn prepare<T: Task>(task: &T, max_payload_bytes: usize) -> Result<Pre
         });
     }
     let unique_key = task.unique_key();
+    if let Some(key) = &unique_key
+        && key.contains('\0')
+    {
+        return Err(invalid::<T>(
+            "unique_key",
+            "it holds a NUL character, which PostgreSQL cannot store".into(),
+        ));
+    }
     if let Some(key) = &unique_key
         && (key.is_empty() || key.len() > limits::MAX_UNIQUE_KEY_BYTES)
     {

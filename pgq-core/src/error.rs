@@ -145,6 +145,15 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A task's payload cannot be stored as it is.
+    #[error("payload of task {task:?} cannot be stored: {reason}")]
+    InvalidPayload {
+        /// The task being enqueued.
+        task: &'static str,
+        /// Why.
+        reason: &'static str,
+    },
+
     /// A task could not be serialized to JSON.
     #[error("payload of task {task:?} could not be serialized: {source}")]
     Serialize {

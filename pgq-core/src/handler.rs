@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 
 use crate::context::JobContext;
+use crate::payload;
 use crate::task::Task;
 use crate::task_error::{TaskAction, TaskError};
 
@@ -90,7 +91,7 @@ pub type RunFn = fn(Box<RawValue>, JobContext) -> AttemptFuture;
 /// One attempt: deserialize, run within the task's timeout, and apply its backoff.
 pub(crate) fn run<T: Handler>(payload: Box<RawValue>, ctx: JobContext) -> AttemptFuture {
     Box::pin(async move {
-        let task: T = serde_json::from_str(payload.get()).map_err(|err| {
+        let task: T = payload::decode(payload.get()).map_err(|err| {
             TaskError::retry(format_args!(
                 "payload does not match task {:?}: {err}",
                 T::NAME

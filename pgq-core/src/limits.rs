@@ -178,3 +178,18 @@ pub const ERROR_HISTORY: usize = 10;
 /// assert_eq!(pgq_core::limits::MAX_SCHEMA_LEN, 48);
 /// ```
 pub const MAX_SCHEMA_LEN: usize = 48;
+
+/// The earliest `run_at` a job may have, as a Unix timestamp: 1970-01-01T00:00:00Z. The
+/// database refuses earlier ones, so that every run time reads back.
+pub(crate) const EARLIEST_RUN_AT: i64 = 0;
+
+/// The first instant after the latest `run_at` a job may have: year 10000.
+pub(crate) const LATEST_RUN_AT: i64 = 253_402_300_800;
+
+/// The longest worker id, in bytes (`WorkerBuilder::worker_id`); ids with control characters are
+/// refused too.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_WORKER_ID_BYTES, 128);
+/// ```
+pub const MAX_WORKER_ID_BYTES: usize = 128;

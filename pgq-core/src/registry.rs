@@ -26,6 +26,7 @@ pub struct TaskRegistration {
     queue: &'static str,
     type_name: &'static str,
     lease: Option<Duration>,
+    timeout: Option<Duration>,
     run_fn: fn() -> Option<RunFn>,
 }
 
@@ -39,6 +40,7 @@ impl TaskRegistration {
             queue: T::QUEUE,
             type_name,
             lease: T::LEASE,
+            timeout: T::TIMEOUT,
             run_fn,
         }
     }
@@ -110,6 +112,10 @@ impl TaskRegistration {
 
     pub(crate) fn lease(&self) -> Option<Duration> {
         self.lease
+    }
+
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.timeout
     }
 
     pub(crate) fn run_fn(&self) -> Option<RunFn> {
@@ -243,6 +249,7 @@ mod tests {
         queue: "default",
         type_name: "crate::A",
         lease: None,
+        timeout: None,
         run_fn: || None,
     };
     static B: TaskRegistration = TaskRegistration {
@@ -250,6 +257,7 @@ mod tests {
         queue: "default",
         type_name: "crate::B",
         lease: None,
+        timeout: None,
         run_fn: || None,
     };
 

@@ -1,8 +1,10 @@
 //! What a handler returns when a job did not succeed, and what should happen next.
 
-use crate::limits;
 use std::fmt;
 use std::time::Duration;
+
+use crate::limits;
+use crate::text;
 
 /// A handler's failure, carrying what pgq should do with the job next.
 ///
@@ -174,17 +176,16 @@ impl TaskError {
     }
 }
 
-/// Cuts a message to [`limits::MAX_ERROR_BYTES`] at a character boundary, saying how long it was.
+/// A message as stored: NUL characters replaced, and cut to
+/// [`MAX_ERROR_BYTES`](limits::MAX_ERROR_BYTES) at a character boundary, saying how long it
+/// was.
 pub(crate) fn truncate_error(message: &str) -> String {
     if message.len() <= limits::MAX_ERROR_BYTES {
-        return message.to_owned();
+        return text::storable(message, limits::MAX_ERROR_BYTES).into_owned();
     }
     let suffix = format!("… ({} bytes, truncated)", message.len());
-    let mut end = limits::MAX_ERROR_BYTES - suffix.len();
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{suffix}", &message[..end])
+    let kept = text::storable(message, limits::MAX_ERROR_BYTES - suffix.len());
+    format!("{kept}{suffix}")
 }
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for TaskError {
@@ -224,6 +225,14 @@ mod tests {
     #[test]
     fn short_messages_are_kept_whole() {
         assert_eq!(truncate_error("boom"), "boom");
+    }
+
+    #[test]
+    fn nul_characters_are_replaced_in_short_and_long_messages() {
+        assert_eq!(truncate_error("a\0b"), "a\u{FFFD}b");
+        let long = format!("\0{}", "x".repeat(5000));
+        let cut = truncate_error(&long);
+        assert!(!cut.contains('\0') && cut.len() <= limits::MAX_ERROR_BYTES);
     }
 
     #[test]

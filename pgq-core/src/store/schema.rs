@@ -41,6 +41,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0004_typed_columns.sql",
         sql: include_str!("../../../migrations/0004_typed_columns.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_hardening.sql",
+        sql: include_str!("../../../migrations/0005_hardening.sql"),
+    },
 ];
 
 /// The transaction-scoped advisory lock taken while migrating ("pgq_migr" in ASCII).
@@ -68,8 +73,8 @@ const RECORD: &str =
     "INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, $2, md5($3))";
 
 /// Applies every migration the database lacks, in one transaction. DDL runs with a search path
-/// of the schema and `pg_catalog` alone, so that what it creates refers to nothing of anyone
-/// else's.
+/// of `pg_catalog` and the schema alone, so that what it creates refers to nothing of anyone
+/// else's (migrations name their own objects with the schema), and functions keep that path.
 pub(crate) async fn migrate(store: &Store) -> Result<()> {
     let schema = store.schema().name();
     let mut tx = store.pool().begin().await?;
@@ -123,7 +128,7 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
     }
     // The name was checked when the client was made; DDL cannot bind it.
     let prepare = format!(
-        "CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET LOCAL search_path = \"{schema}\", pg_catalog;"
+        "CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET LOCAL search_path = pg_catalog, \"{schema}\";"
     );
     sqlx::raw_sql(AssertSqlSafe(prepare))
         .execute(&mut *tx)

@@ -268,7 +268,12 @@ impl WorkerBuilder {
                 let run = task.run_fn()?;
                 let lease = task.lease().unwrap_or(self.lease);
                 let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
-                Some((task.name(), TaskEntry { run, lease_ms }))
+                let entry = TaskEntry {
+                    run,
+                    lease_ms,
+                    timeout: task.timeout(),
+                };
+                Some((task.name(), entry))
             })
             .collect();
         if handlers.is_empty() {
@@ -282,7 +287,10 @@ impl WorkerBuilder {
             batch_size: self.batch_size,
             lease: self.lease,
             shutdown_grace: self.shutdown_grace,
-            worker_id: self.worker_id.unwrap_or_else(default_worker_id),
+            worker_id: match self.worker_id {
+                Some(id) => valid_worker_id(id)?,
+                None => default_worker_id(),
+            },
             rescuer: RescuerConfig {
                 interval: self.rescue_interval,
             },
@@ -295,13 +303,37 @@ impl WorkerBuilder {
     }
 }
 
+/// A worker id as every job it claims stores it: 1 to
+/// [`MAX_WORKER_ID_BYTES`](limits::MAX_WORKER_ID_BYTES) bytes, no control characters.
+fn valid_worker_id(id: String) -> Result<String> {
+    let refuse = |reason: &str| {
+        let shown: String = id.chars().take(40).collect();
+        Err(Error::InvalidWorker(format!(
+            "worker id {shown:?}: {reason}"
+        )))
+    };
+    if id.is_empty() || id.len() > limits::MAX_WORKER_ID_BYTES {
+        return refuse("a worker id has 1 to 128 bytes");
+    }
+    if id.chars().any(char::is_control) {
+        return refuse("a worker id has no control characters");
+    }
+    Ok(id)
+}
+
 /// `host:pid:suffix`, unique enough that two processes never share it.
 fn default_worker_id() -> String {
-    let host = std::env::var("HOSTNAME")
+    let host: String = std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
+        .map(|h| {
+            h.trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+                .take(64)
+                .collect()
+        })
+        .filter(|h: &String| !h.is_empty())
         .unwrap_or_else(|| "worker".into());
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -15,6 +15,7 @@ use sqlx::PgConnection;
 use crate::attempt::{AttemptState, Start};
 use crate::error::Result;
 use crate::job_id::JobId;
+use crate::limits;
 use crate::store;
 use crate::store::Store;
 use crate::store::attempt::{Failure, Fence};
@@ -125,6 +126,10 @@ impl Completer {
             returned,
             active,
         } = ended;
+        if state.is_abandoned() {
+            // Released and reported at shutdown: what the handler returned comes too late.
+            return None;
+        }
         let plain_success = matches!(returned, Return::Ok)
             && !state.completed_in_tx()
             && !state.is_cancel_requested();
@@ -344,6 +349,46 @@ impl Completer {
         }
     }
 
+    /// Releases, at shutdown, the attempts whose handlers did not stop when aborted (they block
+    /// their threads): each goes back to `pending` without spending its attempt and is
+    /// reported `Released`; what its handler returns later is fenced out and not reported.
+    pub(crate) async fn release_abandoned(&self) {
+        let mut released = Vec::new();
+        for held in self.held.all() {
+            let (id, attempt) = (held.id, held.attempt);
+            let Some(state) = held.running else {
+                self.release_unstarted(id, attempt).await;
+                continue;
+            };
+            if !state.abandon() {
+                continue;
+            }
+            let fence = Fence {
+                id,
+                attempt,
+                worker_id: &self.worker_id,
+            };
+            let outcome = match store::attempt::release(&self.store, fence).await {
+                Ok(true) => JobOutcome::Released,
+                Ok(false) => JobOutcome::LeaseLost,
+                Err(err) => {
+                    tracing::warn!(job = %id, error = %err, "could not release a job whose handler does not stop");
+                    JobOutcome::Unrecorded
+                }
+            };
+            tracing::warn!(job = %id, attempt, "handler did not stop at shutdown; job released");
+            self.held.forget(id, attempt);
+            released.push(Finished {
+                id,
+                task: held.task,
+                attempt,
+                outcome,
+                error: None,
+            });
+        }
+        self.reporter.finished(released);
+    }
+
     /// Returns everything this worker still holds to `pending`, at the end of a shutdown.
     pub(crate) async fn release_all(&self) {
         if let Err(err) = store::attempt::release_worker(&self.store, &self.worker_id).await {
@@ -389,8 +434,10 @@ pub(crate) async fn complete_in(
     Ok(completed)
 }
 
+/// A delay a handler asked for, as stored: at most [`MAX_DELAY`](limits::MAX_DELAY), as for
+/// enqueues, so that the outcome is always recorded.
 fn millis(delay: std::time::Duration) -> i64 {
-    i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)
+    i64::try_from(delay.min(limits::MAX_DELAY).as_millis()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

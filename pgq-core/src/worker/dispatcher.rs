@@ -163,7 +163,11 @@ impl Dispatcher {
                 return;
             };
             let state = executor.attempt_state(&job, false);
-            if !executor.held.start(&state) {
+            let timeout = executor
+                .tasks
+                .get(&job.task)
+                .and_then(|entry| entry.timeout);
+            if !executor.held.start(&state, timeout) {
                 // Renewal found its lease gone (a long stall): it belongs to the rescuer now.
                 tracing::warn!(job = %job.id, "claimed job lost its lease while it waited for a slot");
                 continue;
@@ -302,7 +306,9 @@ impl Dispatcher {
         self.dispatch.reporter.claimed(result.claimed.len());
         for job in &result.claimed {
             let lease_ms = executor.tasks.lease_ms(&job.task);
-            executor.held.claimed(job.id, job.attempt, lease_ms);
+            executor
+                .held
+                .claimed(job.id, &job.task, job.attempt, lease_ms);
         }
         self.pacing.received(sent.claim, result.claimed.len());
         self.claimed.extend(result.claimed);

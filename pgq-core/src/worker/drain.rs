@@ -66,7 +66,9 @@ pub(crate) async fn drain(
             for job in claimed {
                 ran = true;
                 let (id, task, attempt) = (job.id, job.task.clone(), job.attempt);
-                executor.held.claimed(id, attempt, tasks.lease_ms(&task));
+                executor
+                    .held
+                    .claimed(id, &task, attempt, tasks.lease_ms(&task));
                 let start = [Held { id, attempt }];
                 let request = TickRequest {
                     start: &start,
@@ -75,7 +77,8 @@ pub(crate) async fn drain(
                 };
                 let started = run!(db, |conn| store::tick::tick(db, conn, &request))?.started;
                 let state = executor.attempt_state(&job, true);
-                if !(started.contains(&id) && executor.held.start(&state)) {
+                let timeout = tasks.get(&task).and_then(|entry| entry.timeout);
+                if !(started.contains(&id) && executor.held.start(&state, timeout)) {
                     // Taken back between the two statements: not this drain's to run.
                     executor.held.forget(id, attempt);
                     continue;

@@ -1,10 +1,14 @@
 //! Every job a worker holds: claimed and waiting for a slot, or running. The lease renewer
-//! renews them all; cancellation and shutdown find running attempts here.
+//! renews them all, but for an attempt past its deadline — its task's `timeout` and
+//! [`OVERRUN_MARGIN`] — whose handler did not stop: a handler that blocks its thread cannot be
+//! stopped, so its lease is left to run out and another worker rescues the job. Cancellation and
+//! shutdown find running attempts here.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::task::AbortHandle;
+use tokio::time::{Duration, Instant};
 
 use crate::attempt::AttemptState;
 use crate::job_id::JobId;
@@ -17,6 +21,7 @@ pub(crate) struct HeldJobs {
 
 #[derive(Debug)]
 struct Held {
+    task: String,
     attempt: i32,
     lease_ms: i64,
     /// `None` while the job waits for a slot.
@@ -28,7 +33,23 @@ struct Running {
     state: Arc<AttemptState>,
     /// The handler's task, aborted at shutdown past the grace period.
     abort: Option<AbortHandle>,
+    /// After this, the lease is no longer renewed.
+    deadline: Option<Instant>,
+    overran: bool,
 }
+
+/// A held job as shutdown sees it.
+#[derive(Debug)]
+pub(crate) struct HeldAttempt {
+    pub(crate) id: JobId,
+    pub(crate) task: String,
+    pub(crate) attempt: i32,
+    /// The attempt's state, once its handler started.
+    pub(crate) running: Option<Arc<AttemptState>>,
+}
+
+/// How long past its task's `timeout` an attempt keeps its lease renewed.
+pub(crate) const OVERRUN_MARGIN: Duration = Duration::from_secs(1);
 
 impl HeldJobs {
     fn jobs(&self) -> MutexGuard<'_, HashMap<JobId, Held>> {
@@ -39,8 +60,9 @@ impl HeldJobs {
     }
 
     /// A job was claimed: held, waiting for a slot.
-    pub(crate) fn claimed(&self, id: JobId, attempt: i32, lease_ms: i64) {
+    pub(crate) fn claimed(&self, id: JobId, task: &str, attempt: i32, lease_ms: i64) {
         let held = Held {
+            task: task.to_owned(),
             attempt,
             lease_ms,
             running: None,
@@ -48,14 +70,16 @@ impl HeldJobs {
         self.jobs().insert(id, held);
     }
 
-    /// A waiting job starts; `false` when it lost its lease while it waited (it is the
-    /// rescuer's now, and must not start).
-    pub(crate) fn start(&self, state: &Arc<AttemptState>) -> bool {
+    /// A waiting job starts, with its task's `timeout`; `false` when it lost its lease while it
+    /// waited (it is the rescuer's now, and must not start).
+    pub(crate) fn start(&self, state: &Arc<AttemptState>, timeout: Option<Duration>) -> bool {
         match self.jobs().get_mut(&state.id) {
             Some(held) if held.attempt == state.attempt && held.running.is_none() => {
                 held.running = Some(Running {
                     state: state.clone(),
                     abort: None,
+                    deadline: timeout.map(|t| Instant::now() + t + OVERRUN_MARGIN),
+                    overran: false,
                 });
                 true
             }
@@ -84,16 +108,27 @@ impl HeldJobs {
         jobs.get(&id)?.running.as_ref().map(|r| r.state.clone())
     }
 
-    /// Every held lease, for the renewer.
+    /// Every lease to renew: all held jobs but attempts past their deadline.
     pub(crate) fn leases(&self) -> Vec<HeldLease> {
-        self.jobs()
-            .iter()
-            .map(|(&id, held)| HeldLease {
+        let now = Instant::now();
+        let mut leases = Vec::new();
+        for (&id, held) in self.jobs().iter_mut() {
+            if let Some(running) = held.running.as_mut()
+                && running.deadline.is_some_and(|deadline| deadline <= now)
+            {
+                if !running.overran {
+                    running.overran = true;
+                    tracing::warn!(job = %id, attempt = held.attempt, "attempt overran its timeout and does not stop: its lease is left to run out");
+                }
+                continue;
+            }
+            leases.push(HeldLease {
                 id,
                 attempt: held.attempt,
                 lease_ms: held.lease_ms,
-            })
-            .collect()
+            });
+        }
+        leases
     }
 
     /// Applies what renewal learnt: a job asked to cancel is told so; a job whose lease could
@@ -128,6 +163,20 @@ impl HeldJobs {
         for state in lost_states {
             state.lose_lease();
         }
+    }
+
+    /// The attempts still held, running or not: what shutdown releases itself when their
+    /// handlers do not stop.
+    pub(crate) fn all(&self) -> Vec<HeldAttempt> {
+        self.jobs()
+            .iter()
+            .map(|(&id, held)| HeldAttempt {
+                id,
+                task: held.task.clone(),
+                attempt: held.attempt,
+                running: held.running.as_ref().map(|r| r.state.clone()),
+            })
+            .collect()
     }
 
     /// Aborts every running handler; their executors release the jobs.

@@ -26,9 +26,10 @@ use crate::worker::report::Reporter;
 use crate::worker::slots::QueueSlots;
 use crate::worker::tasks::{TaskEntry, Tasks};
 
-/// How long shutdown waits, after aborting handlers past the grace period, for their jobs to be
-/// released.
-const RELEASE_TIME: Duration = Duration::from_secs(10);
+/// How long shutdown waits, after aborting handlers past the grace period, for them to stop
+/// and their jobs to be released; handlers that block their threads do not stop, and their jobs
+/// are released without them.
+const RELEASE_TIME: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub(crate) struct Runtime {
@@ -144,6 +145,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>) {
         .iter()
         .map(|queue| tokio::spawn(dispatcher::dispatch(dispatch.clone(), queue.clone())))
         .collect();
+    let dispatcher_aborts: Vec<_> = dispatchers.iter().map(|d| d.abort_handle()).collect();
     let mut dispatchers = futures_util::future::join_all(dispatchers);
 
     let mut stopping = runtime.stopping.clone();
@@ -154,8 +156,17 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>) {
         .is_err()
     {
         executor.held.abort_running();
-        // The completer releases the aborted jobs; give it time to write that.
-        let _ = tokio::time::timeout(RELEASE_TIME, &mut dispatchers).await;
+        // Handlers that yield stop now, and the completer releases their jobs.
+        if tokio::time::timeout(RELEASE_TIME, &mut dispatchers)
+            .await
+            .is_err()
+        {
+            // The rest block their threads: the grace period is kept without them.
+            executor.completer.release_abandoned().await;
+            for dispatcher in dispatcher_aborts {
+                dispatcher.abort();
+            }
+        }
     }
     // Anything still held (an unwritten release) goes back to pending too.
     executor.completer.release_all().await;

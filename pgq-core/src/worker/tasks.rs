@@ -1,6 +1,7 @@
 //! The tasks a worker runs: each one's handler and lease, and the lists its claims send.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use crate::handler::RunFn;
 
@@ -9,6 +10,8 @@ use crate::handler::RunFn;
 pub(crate) struct TaskEntry {
     pub(crate) run: RunFn,
     pub(crate) lease_ms: i64,
+    /// How long one attempt may run (`#[task(timeout)]`).
+    pub(crate) timeout: Option<Duration>,
 }
 
 #[derive(Debug)]

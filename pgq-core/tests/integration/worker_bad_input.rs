@@ -86,9 +86,10 @@ async fn a_payload_of_the_wrong_shape_is_a_failed_attempt() {
     let (outcome, error) = support::finished(&mut events, id.into()).await;
     assert_eq!(outcome, JobOutcome::Retrying);
     let error = error.unwrap();
-    assert!(
-        error.starts_with(r#"payload does not match task "Typed": invalid type: string "many""#),
-        "{error}"
+    // The field and the expected type, never the value (it may be a secret).
+    assert_eq!(
+        error,
+        r#"payload does not match task "Typed": count: invalid type: string, expected u32"#
     );
     still_works(&db, &mut events).await;
     handle.shutdown().await.unwrap();

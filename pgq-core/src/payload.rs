@@ -1,0 +1,119 @@
+//! Decoding a stored payload into its task, and what a payload that does not decode is recorded
+//! as: the field path and what was expected, never the value. serde's messages quote the value
+//! they met (`invalid type: string "ada@example.com", expected i64`), and a stored error is read
+//! by everyone who can see the job, its events and the logs.
+
+use serde::de::DeserializeOwned;
+
+/// Decodes `json` as a `T`, or says where and why it does not fit, without its values.
+pub(crate) fn decode<T: DeserializeOwned>(json: &str) -> Result<T, String> {
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        let message = without_values(&err.inner().to_string());
+        if path == "." {
+            message
+        } else {
+            format!("{path}: {message}")
+        }
+    })
+}
+
+/// serde's message with the values it quotes left out, and without its position.
+fn without_values(message: &str) -> String {
+    let message = match message.rfind(" at line ") {
+        Some(at) => &message[..at],
+        None => message,
+    };
+    for lead in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(lead)
+            && let Some((found, expected)) = rest.split_once(", expected ")
+        {
+            return format!("{lead}{}, expected {expected}", kind(found));
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ")
+        && let Some((_, expected)) = rest.split_once(", expected ")
+    {
+        return format!("unknown variant, expected {expected}");
+    }
+    message.to_owned()
+}
+
+/// `string "secret"` → `string`: what serde's `Unexpected` names, without the value.
+fn kind(found: &str) -> &str {
+    match found.find([' ', '`', '"']) {
+        Some(at) if found[at..].starts_with(" point") => "floating point",
+        Some(at) if found[..at].is_empty() => "a value",
+        Some(at) => match &found[..at] {
+            "unit" | "byte" | "newtype" | "tuple" | "struct" => found,
+            kind => kind,
+        },
+        None => found,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::decode;
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Signup {
+        user: User,
+        plan: Plan,
+        tags: Vec<u32>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct User {
+        id: i64,
+        email: String,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    enum Plan {
+        Free,
+        Pro,
+    }
+
+    fn error(json: &str) -> String {
+        decode::<Signup>(json).unwrap_err()
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_field_and_the_expected_type_not_the_value() {
+        let err = error(r#"{"user": {"id": 1, "email": 42424242}, "plan": "Free", "tags": []}"#);
+        assert_eq!(err, "user.email: invalid type: integer, expected a string");
+        let err = error(r#"{"user": {"id": "s3cr3t", "email": "x"}, "plan": "Free", "tags": []}"#);
+        assert_eq!(err, "user.id: invalid type: string, expected i64");
+        assert!(!err.contains("s3cr3t"));
+    }
+
+    #[test]
+    fn elements_of_sequences_and_unknown_variants_keep_no_value_either() {
+        let err = error(r#"{"user": {"id": 1, "email": "x"}, "plan": "Free", "tags": [1, -7]}"#);
+        assert_eq!(err, "tags[1]: invalid value: integer, expected u32");
+        let err = error(r#"{"user": {"id": 1, "email": "x"}, "plan": "Enterprise", "tags": []}"#);
+        assert_eq!(err, "plan: unknown variant, expected `Free` or `Pro`");
+        assert!(!err.contains("Enterprise"));
+    }
+
+    #[test]
+    fn a_missing_field_is_named() {
+        let err = error(r#"{"user": {"id": 1}, "plan": "Free", "tags": []}"#);
+        assert_eq!(err, "user: missing field `email`");
+    }
+
+    #[test]
+    fn a_payload_that_fits_decodes() {
+        let signup =
+            decode::<Signup>(r#"{"user": {"id": 1, "email": "x"}, "plan": "Pro", "tags": [3]}"#)
+                .unwrap();
+        assert_eq!(signup.tags, vec![3]);
+    }
+}

@@ -1,0 +1,84 @@
+//! Text pgq stores on a job (error messages, stages), made storable whatever it holds:
+//! PostgreSQL's text cannot hold a NUL character, and each column has a byte limit. A stored
+//! value is never refused for its bytes, so an attempt's outcome is never lost to them.
+
+use std::borrow::Cow;
+
+/// What a NUL character becomes.
+const NUL_STANDS_IN: char = '\u{FFFD}';
+
+/// `text` with NUL characters replaced, cut to at most `max` bytes at a character boundary.
+pub(crate) fn storable(text: &str, max: usize) -> Cow<'_, str> {
+    let text = if text.contains('\0') {
+        Cow::Owned(text.replace('\0', &NUL_STANDS_IN.to_string()))
+    } else {
+        Cow::Borrowed(text)
+    };
+    if text.len() <= max {
+        return text;
+    }
+    let end = floor_char_boundary(&text, max);
+    match text {
+        Cow::Borrowed(text) => Cow::Borrowed(&text[..end]),
+        Cow::Owned(mut text) => {
+            text.truncate(end);
+            Cow::Owned(text)
+        }
+    }
+}
+
+/// The largest index at most `at` that falls on a character boundary of `text`.
+pub(crate) fn floor_char_boundary(text: &str, at: usize) -> usize {
+    let mut end = at.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
+}
+
+/// Whether serialized JSON holds a NUL character (`\u0000` in a string or a key), which
+/// PostgreSQL's `jsonb` refuses.
+pub(crate) fn json_has_nul(json: &str) -> bool {
+    let bytes = json.as_bytes();
+    json.match_indices("u0000").any(|(at, _)| {
+        let backslashes = bytes[..at]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        backslashes % 2 == 1
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{json_has_nul, storable};
+
+    #[test]
+    fn nul_characters_are_replaced() {
+        assert_eq!(storable("a\0b", 100), "a\u{FFFD}b");
+        assert_eq!(storable("plain", 100), "plain");
+    }
+
+    #[test]
+    fn long_text_is_cut_at_a_char_boundary() {
+        assert_eq!(storable("resize", 1024), "resize");
+        let long = "é".repeat(600); // 1 200 bytes
+        let cut = storable(&long, 1024);
+        assert_eq!(cut.len(), 1024);
+        assert!(cut.chars().all(|c| c == 'é'));
+        assert_eq!(storable("aé", 2), "a");
+        assert_eq!(storable("\0\0\0", 4), "\u{FFFD}");
+    }
+
+    #[test]
+    fn a_nul_in_json_is_found_and_an_escaped_backslash_is_not_one() {
+        let with_nul = serde_json::to_string(&"a\0b").unwrap();
+        assert!(json_has_nul(&with_nul));
+        let key = serde_json::to_string(&std::collections::HashMap::from([("k\0", 1)])).unwrap();
+        assert!(json_has_nul(&key));
+        let backslash = serde_json::to_string(&"a\\u0000b").unwrap();
+        assert!(!json_has_nul(&backslash), "{backslash}");
+        assert!(!json_has_nul(r#"{"u0000": 1}"#));
+    }
+}
