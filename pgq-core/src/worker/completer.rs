@@ -28,7 +28,10 @@ use crate::worker::slots::{Active, QueueSlots};
 
 #[derive(Debug)]
 pub(crate) struct Completer {
+    /// The client's pool: outcomes written by the executor, on the application's runtime.
     store: Store,
+    /// The worker's own connections, for the releases its control thread writes.
+    own: Store,
     worker_id: Arc<str>,
     reporter: Reporter,
     held: Arc<HeldJobs>,
@@ -84,6 +87,7 @@ pub(crate) struct Ended {
 impl Completer {
     pub(crate) fn new(
         store: Store,
+        own: Store,
         worker_id: Arc<str>,
         reporter: Reporter,
         held: Arc<HeldJobs>,
@@ -101,6 +105,7 @@ impl Completer {
             .collect();
         Self {
             store,
+            own,
             worker_id,
             reporter,
             held,
@@ -344,7 +349,7 @@ impl Completer {
             attempt,
             worker_id: &self.worker_id,
         };
-        if let Err(err) = store::attempt::release(&self.store, fence).await {
+        if let Err(err) = store::attempt::release(&self.own, fence).await {
             tracing::warn!(job = %id, error = %err, "could not release an unstarted job");
         }
     }
@@ -368,7 +373,7 @@ impl Completer {
                 attempt,
                 worker_id: &self.worker_id,
             };
-            let outcome = match store::attempt::release(&self.store, fence).await {
+            let outcome = match store::attempt::release(&self.own, fence).await {
                 Ok(true) => JobOutcome::Released,
                 Ok(false) => JobOutcome::LeaseLost,
                 Err(err) => {
@@ -391,7 +396,7 @@ impl Completer {
 
     /// Returns everything this worker still holds to `pending`, at the end of a shutdown.
     pub(crate) async fn release_all(&self) {
-        if let Err(err) = store::attempt::release_worker(&self.store, &self.worker_id).await {
+        if let Err(err) = store::attempt::release_worker(&self.own, &self.worker_id).await {
             tracing::warn!(worker_id = %self.worker_id, error = %err, "could not release held jobs at shutdown");
         }
     }
@@ -468,6 +473,7 @@ mod tests {
         let reporter = Reporter::new();
         let held = Arc::new(HeldJobs::default());
         let completer = Completer::new(
+            store.clone(),
             store,
             "worker-1".into(),
             reporter.clone(),

@@ -47,6 +47,8 @@ pub(crate) struct Dispatch {
     /// The dispatchers' own connections (see `connections::dispatch_pool`), each tick within
     /// the statement timeout.
     pub(crate) store: Store,
+    /// The application's runtime, where attempts run.
+    pub(crate) handlers: tokio::runtime::Handle,
     pub(crate) poll_interval: Duration,
     pub(crate) batch_size: usize,
     pub(crate) stopping: watch::Receiver<bool>,
@@ -180,7 +182,9 @@ impl Dispatcher {
                 task: job.task.clone(),
                 state: state.clone(),
             });
-            tokio::spawn(executor.clone().execute(job, state, Some(slot)));
+            self.dispatch
+                .handlers
+                .spawn(executor.clone().execute(job, state, Some(slot)));
         }
     }
 

@@ -8,6 +8,7 @@
 mod builder;
 pub(crate) mod completer;
 mod connections;
+mod control;
 mod dispatcher;
 mod drain;
 mod event;
@@ -25,8 +26,7 @@ mod tasks;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tokio::sync::{broadcast, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{broadcast, oneshot, watch};
 
 pub use builder::WorkerBuilder;
 pub(crate) use builder::WorkerConfig;
@@ -67,7 +67,7 @@ pub struct Worker {
 pub struct WorkerHandle {
     runtime: Arc<Runtime>,
     stop: watch::Sender<bool>,
-    supervisor: JoinHandle<()>,
+    supervisor: oneshot::Receiver<()>,
 }
 
 impl Worker {
@@ -136,7 +136,9 @@ impl Worker {
     /// ```
     pub fn start(self) -> WorkerHandle {
         let runtime = self.runtime.clone();
-        let supervisor = tokio::spawn(supervisor::supervise(self.runtime));
+        // Handlers run on this runtime; the worker's own loops on a thread of their own.
+        let handlers = tokio::runtime::Handle::current();
+        let supervisor = control::spawn(supervisor::supervise(self.runtime, handlers));
         WorkerHandle {
             runtime,
             stop: self.stop,
@@ -269,6 +271,6 @@ impl WorkerHandle {
         self.stop();
         self.supervisor
             .await
-            .map_err(|err| crate::Error::InvalidWorker(format!("worker supervisor failed: {err}")))
+            .map_err(|_| crate::Error::InvalidWorker("the worker's thread ended early".into()))
     }
 }

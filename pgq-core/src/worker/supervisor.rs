@@ -58,15 +58,16 @@ impl Runtime {
         let worker_id: Arc<str> = config.worker_id.as_str().into();
         let reporter = Reporter::new();
         let held = Arc::new(HeldJobs::default());
+        let dispatch_pool = connections::dispatch_pool(client.pool(), queues.len());
+        let upkeep_pool = connections::upkeep_pool(client.pool());
         let completer = Arc::new(Completer::new(
             client.store().clone(),
+            client.store().on(upkeep_pool.clone()),
             worker_id.clone(),
             reporter.clone(),
             held.clone(),
             &queues,
         ));
-        let dispatch_pool = connections::dispatch_pool(client.pool(), queues.len());
-        let upkeep_pool = connections::upkeep_pool(client.pool());
         let executor = Arc::new(Executor {
             client,
             worker_id,
@@ -97,7 +98,7 @@ impl Runtime {
 }
 
 /// Runs the listener, dispatchers and upkeep until told to stop, then shuts down in order.
-pub(crate) async fn supervise(runtime: Arc<Runtime>) {
+pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::Handle) {
     let executor = &runtime.executor;
     let config = &runtime.config;
     // The listener and the renewer outlive the dispatchers: running jobs keep their leases and
@@ -136,6 +137,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>) {
         executor: executor.clone(),
         reporter: runtime.reporter.clone(),
         store: executor.client.store().on(runtime.dispatch_pool.clone()),
+        handlers,
         poll_interval: config.poll_interval,
         batch_size: config.batch_size,
         stopping: runtime.stopping.clone(),

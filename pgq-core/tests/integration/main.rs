@@ -3,12 +3,15 @@
 
 mod support;
 
+mod bad_rows;
 mod cancel;
 mod enqueue;
 mod enqueue_many;
 mod fencing;
+mod hostile_input;
 mod lease;
 mod migrate;
+mod overrun;
 mod progress;
 mod registry;
 mod retention;
