@@ -28,9 +28,10 @@ use crate::worker::slots::{Active, QueueSlots};
 
 #[derive(Debug)]
 pub(crate) struct Completer {
-    /// The client's pool: outcomes written by the executor, on the application's runtime.
+    /// The client's pool: what dispatchers and executors write, on the application's runtime.
     store: Store,
-    /// The worker's own connections, for the releases its control thread writes.
+    /// The worker's own connections, for what its control thread writes: a connection is
+    /// served by the runtime that opened it, and the application's may be stalled.
     own: Store,
     worker_id: Arc<str>,
     reporter: Reporter,
@@ -349,7 +350,7 @@ impl Completer {
             attempt,
             worker_id: &self.worker_id,
         };
-        if let Err(err) = store::attempt::release(&self.own, fence).await {
+        if let Err(err) = store::attempt::release(&self.store, fence).await {
             tracing::warn!(job = %id, error = %err, "could not release an unstarted job");
         }
     }

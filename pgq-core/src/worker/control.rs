@@ -1,9 +1,9 @@
-//! The thread a worker's control loops run on: claims and their writes, lease renewal, the
-//! listener, maintenance and shutdown run on a single-threaded runtime of their own, while
-//! handlers run on the application's runtime. A handler that blocks its thread (a blocking
-//! client, `std::thread::sleep`) can stall the runtime it runs on — its timers and its network
-//! — and with them everything else scheduled there; here it cannot stall the loops that keep
-//! leases, rescue overrunning jobs and keep the shutdown's grace period.
+//! The thread a worker's control loops run on: lease renewal, the listener, maintenance and
+//! shutdown run on a single-threaded runtime of their own, while dispatchers and handlers run on
+//! the application's runtime. A handler that blocks its thread (a blocking client,
+//! `std::thread::sleep`) can stall the runtime it runs on — its timers and its network — and
+//! with them everything else scheduled there; here it cannot stall the loops that keep leases,
+//! rescue overrunning jobs and keep the shutdown's grace period.
 
 use std::future::Future;
 use std::pin::Pin;

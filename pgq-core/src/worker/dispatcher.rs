@@ -47,8 +47,6 @@ pub(crate) struct Dispatch {
     /// The dispatchers' own connections (see `connections::dispatch_pool`), each tick within
     /// the statement timeout.
     pub(crate) store: Store,
-    /// The application's runtime, where attempts run.
-    pub(crate) handlers: tokio::runtime::Handle,
     pub(crate) poll_interval: Duration,
     pub(crate) batch_size: usize,
     pub(crate) stopping: watch::Receiver<bool>,
@@ -182,9 +180,7 @@ impl Dispatcher {
                 task: job.task.clone(),
                 state: state.clone(),
             });
-            self.dispatch
-                .handlers
-                .spawn(executor.clone().execute(job, state, Some(slot)));
+            tokio::spawn(executor.clone().execute(job, state, Some(slot)));
         }
     }
 

@@ -136,7 +136,7 @@ impl Worker {
     /// ```
     pub fn start(self) -> WorkerHandle {
         let runtime = self.runtime.clone();
-        // Handlers run on this runtime; the worker's own loops on a thread of their own.
+        // Claims and handlers run on this runtime; the worker's own loops on a thread of theirs.
         let handlers = tokio::runtime::Handle::current();
         let supervisor = control::spawn(supervisor::supervise(self.runtime, handlers));
         WorkerHandle {

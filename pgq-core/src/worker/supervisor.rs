@@ -98,6 +98,9 @@ impl Runtime {
 }
 
 /// Runs the listener, dispatchers and upkeep until told to stop, then shuts down in order.
+/// Dispatchers, and the attempts they start, run on the application's runtime (`handlers`);
+/// everything else here runs on the worker's own thread, which a handler that blocks its thread
+/// cannot stall.
 pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::Handle) {
     let executor = &runtime.executor;
     let config = &runtime.config;
@@ -137,7 +140,6 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         executor: executor.clone(),
         reporter: runtime.reporter.clone(),
         store: executor.client.store().on(runtime.dispatch_pool.clone()),
-        handlers,
         poll_interval: config.poll_interval,
         batch_size: config.batch_size,
         stopping: runtime.stopping.clone(),
@@ -145,7 +147,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     let dispatchers: Vec<_> = runtime
         .queues
         .iter()
-        .map(|queue| tokio::spawn(dispatcher::dispatch(dispatch.clone(), queue.clone())))
+        .map(|queue| handlers.spawn(dispatcher::dispatch(dispatch.clone(), queue.clone())))
         .collect();
     let dispatcher_aborts: Vec<_> = dispatchers.iter().map(|d| d.abort_handle()).collect();
     let mut dispatchers = futures_util::future::join_all(dispatchers);
@@ -177,5 +179,6 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     for upkeep in [listener, renewer, rescuer, cleaner] {
         let _ = upkeep.await;
     }
-    runtime.close_pools().await;
+    // A dispatcher stalled with its runtime may still hold a connection: don't wait for it.
+    let _ = tokio::time::timeout(RELEASE_TIME, runtime.close_pools()).await;
 }

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use pgq_core::{
-    Handler, JobContext, JobOutcome, JobStatus, Task, TaskError, Worker, WorkerEvent, async_trait,
-};
+use pgq_core::{Handler, JobContext, JobOutcome, JobStatus, Task, TaskError, Worker, async_trait};
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +29,7 @@ impl Handler for Stuck {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[tokio::test]
 async fn an_attempt_that_overruns_its_timeout_loses_its_row_to_another_worker() {
     let db = TestDatabase::new().await;
     let client = db.client();
@@ -45,38 +43,33 @@ async fn an_attempt_that_overruns_its_timeout_loses_its_row_to_another_worker() 
         .build()
         .unwrap();
     let mut stuck_events = stuck_worker.events();
-    let stuck = stuck_worker.start();
-    support::event(&mut stuck_events, |e| {
-        matches!(e, WorkerEvent::JobStarted { .. })
-    })
-    .await;
+    let application = support::application_runtime();
+    let stuck = support::start_on(&application, stuck_worker).await;
+    support::held(db.pool(), id).await;
 
-    // No longer renewed after 100 ms + the margin, the 1 s lease runs out and a rescuer (the
-    // other worker's, below, or the stuck one's own, which its handler cannot stall) returns the
-    // job to pending.
-    let rescuer = Worker::builder(client.clone())
-        .queue("overrun-elsewhere", 1)
+    // No longer renewed after 100 ms + the margin, the 1 s lease runs out, and the other
+    // worker's rescuer returns the job to pending: its handler still blocks its thread.
+    let other = Worker::builder(client.clone())
+        .queue("overrun", 1)
+        .worker_id("other")
         .rescue_interval(Duration::from_millis(100))
+        .state(Arc::new(AtomicUsize::new(0)))
         .build()
-        .unwrap()
-        .start();
+        .unwrap();
+    let mut events = other.events();
+    let other = other.start();
     let job = support::eventually(|| async {
         let job = client.job(id).await.unwrap().unwrap();
         (job.status == JobStatus::Pending).then_some(job)
     })
     .await;
     assert!(job.last_error.unwrap().contains("lease expired"));
-    rescuer.shutdown().await.unwrap();
+    assert_eq!(
+        first_returned.load(Ordering::SeqCst),
+        0,
+        "rescued while it still ran"
+    );
     db.make_due(id).await;
-
-    let other = Worker::builder(client.clone())
-        .queue("overrun", 1)
-        .worker_id("other")
-        .state(Arc::new(AtomicUsize::new(0)))
-        .build()
-        .unwrap();
-    let mut events = other.events();
-    let other = other.start();
     assert_eq!(
         support::finished(&mut events, id).await.0,
         JobOutcome::Completed
@@ -91,4 +84,5 @@ async fn an_attempt_that_overruns_its_timeout_loses_its_row_to_another_worker() 
     assert_eq!(job.worker_id.as_deref(), Some("other"));
     other.shutdown().await.unwrap();
     stuck.shutdown().await.unwrap();
+    application.shutdown_background();
 }

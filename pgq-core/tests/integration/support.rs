@@ -136,3 +136,37 @@ where
         .await
         .unwrap_or_else(|_| panic!("not within {LIMIT:?}"))
 }
+
+/// A runtime of its own for a worker whose handlers block their threads: they stall its
+/// timers and network, as they would an application's, while the test's runtime carries on.
+pub(crate) fn application_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// Starts `worker` on `runtime`: its dispatchers and handlers run there.
+pub(crate) async fn start_on(
+    runtime: &tokio::runtime::Runtime,
+    worker: pgq_core::Worker,
+) -> WorkerHandle {
+    runtime
+        .spawn(async move { worker.start() })
+        .await
+        .expect("the worker starts")
+}
+
+/// Waits until job `id` is held (claimed or running) by a worker.
+pub(crate) async fn held(pool: &PgPool, id: JobId) {
+    eventually(|| async {
+        let held: bool = sqlx::query_scalar("SELECT phase = 1 FROM pgq.jobs WHERE id = $1")
+            .bind(id.get())
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        held.then_some(())
+    })
+    .await
+}

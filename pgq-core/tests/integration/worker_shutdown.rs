@@ -2,6 +2,7 @@
 //! without spending an attempt, and nothing stays held by the stopped worker.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use pgq_core::{
@@ -106,59 +107,62 @@ async fn jobs_that_finish_within_the_grace_period_complete() {
     );
 }
 
-/// Blocks its thread, as a handler calling a blocking client does, until the test lets it go.
+/// Blocks its thread for four seconds, as a handler calling a blocking client does.
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "blocking")]
 struct Blocking;
 
-/// Lets `Blocking` handlers go, and counts those that returned.
+/// How many `Blocking` handlers started, and how many returned.
 #[derive(Debug, Default)]
-struct Blocker {
-    release: std::sync::Mutex<bool>,
-    released: std::sync::Condvar,
-    returned: std::sync::atomic::AtomicUsize,
+struct Progress {
+    started: AtomicUsize,
+    returned: AtomicUsize,
 }
 
 #[async_trait]
 impl Handler for Blocking {
     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
-        let blocker = ctx.state::<Arc<Blocker>>().expect("a blocker").clone();
-        let mut released = blocker.release.lock().unwrap();
-        while !*released {
-            released = blocker.released.wait(released).unwrap();
-        }
-        blocker
-            .returned
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let progress = ctx.state::<Arc<Progress>>().expect("progress counters");
+        progress.started.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_secs(4));
+        progress.returned.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[tokio::test]
 async fn shutdown_keeps_its_grace_period_when_handlers_block_their_threads() {
     let db = TestDatabase::new().await;
     let client = db.client();
     let id = client.enqueue(Blocking).await.unwrap().id();
-    let blocker = Arc::new(Blocker::default());
+    let progress = Arc::new(Progress::default());
     let grace = Duration::from_millis(500);
     let worker = Worker::builder(client.clone())
         .queue("blocking", 1)
         .shutdown_grace(grace)
-        .state(blocker.clone())
+        .state(progress.clone())
         .build()
         .unwrap();
     let worker_id = worker.worker_id().to_owned();
     let mut events = worker.events();
-    let handle = worker.start();
-    support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+    let application = support::application_runtime();
+    let handle = support::start_on(&application, worker).await;
+    support::eventually(|| async { (progress.started.load(Ordering::SeqCst) == 1).then_some(()) })
+        .await;
 
     let started = std::time::Instant::now();
     handle.shutdown().await.unwrap();
     let took = started.elapsed();
-    // The grace period, a bounded release time, and the release statement itself.
+    // The grace period, a bounded release time, and the release statement itself; the
+    // handler still blocks its thread for seconds more.
     assert!(
         took < grace + Duration::from_secs(3),
         "shutdown took {took:?}"
+    );
+    assert_eq!(
+        progress.returned.load(Ordering::SeqCst),
+        0,
+        "the handler had not returned"
     );
     let (outcome, _) = support::finished(&mut events, id).await;
     assert_eq!(outcome, JobOutcome::Released);
@@ -167,17 +171,14 @@ async fn shutdown_keeps_its_grace_period_when_handlers_block_their_threads() {
     assert_eq!(job.attempts, 0, "a release does not spend the attempt");
     assert_eq!(held_by(&db, &worker_id).await, 0);
 
-    // The handler returns later: its success is fenced out, and the job stays pending.
-    *blocker.release.lock().unwrap() = true;
-    blocker.released.notify_all();
-    support::eventually(|| async {
-        (blocker.returned.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    // The handler returns later: its success is fenced out, and nothing is written.
+    support::eventually(|| async { (progress.returned.load(Ordering::SeqCst) == 1).then_some(()) })
+        .await;
     let later = client.job(id).await.unwrap().unwrap();
     assert_eq!(later.status, JobStatus::Pending);
     assert_eq!(
         later.updated_at, job.updated_at,
         "nothing was written after the release"
     );
+    application.shutdown_background();
 }
