@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::store::Store;
 
 /// How long the connection stays kept without an enqueue.
-const IDLE: Duration = Duration::from_millis(20);
+const IDLE: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Default)]
 pub(crate) struct KeptConnection {
