@@ -15,6 +15,7 @@ mod overrun;
 mod progress;
 mod registry;
 mod retention;
+mod search_path;
 mod stats;
 mod transitions;
 mod unique_key;
