@@ -33,7 +33,7 @@ pub use enqueue::{
 pub use error::{Error, Result};
 pub use handler::Handler;
 pub use job::{AttemptError, Job, JobStatus};
-pub use job_id::JobId;
+pub use job_id::{JobId, ParseJobIdError};
 pub use maintenance::cleaner::{
     DEFAULT_CLEAN_INTERVAL, DEFAULT_RETAIN_COMPLETED, DEFAULT_RETAIN_FAILED, Retention,
 };
