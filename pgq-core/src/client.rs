@@ -23,12 +23,14 @@ use crate::watch::JobWatch;
 
 /// The connections a pool made by [`Client::connect`] keeps at most.
 ///
-/// For a larger pool, build it yourself and hand it to [`Client::new`]:
+/// For a larger pool, build it yourself, without sqlx's ping before each use (see
+/// [`Client::new`]), and hand it to [`Client::new`]:
 ///
 /// ```no_run
 /// # async fn example() -> pgq_core::Result<()> {
 /// let pool = sqlx::postgres::PgPoolOptions::new()
 ///     .max_connections(4 * pgq_core::DEFAULT_MAX_CONNECTIONS)
+///     .test_before_acquire(false)
 ///     .connect("postgres://postgres@127.0.0.1/app")
 ///     .await?;
 /// let client = pgq_core::Client::new(pool);
@@ -82,14 +84,24 @@ impl Client {
 
     /// Uses an existing pool: the application's own, so that pgq shares its connections.
     ///
-    /// For throughput, build it with `test_before_acquire(false)`, as
-    /// [`connect`](Self::connect) does: sqlx otherwise pings each connection before every use,
-    /// doubling the round trips of each enqueue.
+    /// Build that pool with `test_before_acquire(false)`, as [`connect`](Self::connect) does.
+    /// sqlx's default (`true`, which `PgPool::connect` uses) pings each connection as it is
+    /// taken from the pool: a round trip before each of pgq's statements, most of which are one
+    /// round trip themselves, so a lookup or a batch enqueue makes two instead of one. pgq works
+    /// either way. Without the ping, a connection the server closed while it sat idle fails the
+    /// one statement that uses it (the error is returned and the connection dropped) instead of
+    /// being replaced first; an `idle_timeout` below the server's or a proxy's keeps that rare.
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), sqlx::Error> {
-    /// let pool = sqlx::PgPool::connect("postgres://postgres@127.0.0.1/app").await?;
-    /// let client = pgq_core::Client::new(pool.clone());
+    /// use sqlx::postgres::PgPoolOptions;
+    ///
+    /// let pool = PgPoolOptions::new()
+    ///     .max_connections(20)
+    ///     .test_before_acquire(false) // no ping before each use
+    ///     .connect("postgres://postgres@127.0.0.1/app")
+    ///     .await?;
+    /// let client = pgq_core::Client::new(pool.clone()); // the application keeps using `pool`
     /// # Ok(()) }
     /// ```
     pub fn new(pool: PgPool) -> Self {
