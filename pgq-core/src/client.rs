@@ -71,14 +71,24 @@ impl Client {
 
     /// Uses an existing pool: the application's own, so that pgq shares its connections.
     ///
-    /// For throughput, build it with `test_before_acquire(false)`, as
-    /// [`connect`](Self::connect) does: sqlx otherwise pings each connection before every use,
-    /// doubling the round trips of each enqueue.
+    /// Build that pool with `test_before_acquire(false)`, as [`connect`](Self::connect) does.
+    /// sqlx's default (`true`, which `PgPool::connect` uses) pings each connection as it is
+    /// taken from the pool: a round trip before each of pgq's statements, most of which are one
+    /// round trip themselves, so a lookup or a batch enqueue makes two instead of one. pgq works
+    /// either way. Without the ping, a connection the server closed while it sat idle fails the
+    /// one statement that uses it (the error is returned and the connection dropped) instead of
+    /// being replaced first; an `idle_timeout` below the server's or a proxy's keeps that rare.
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), sqlx::Error> {
-    /// let pool = sqlx::PgPool::connect("postgres://postgres@127.0.0.1/app").await?;
-    /// let client = pgq_core::Client::new(pool.clone());
+    /// use sqlx::postgres::PgPoolOptions;
+    ///
+    /// let pool = PgPoolOptions::new()
+    ///     .max_connections(20)
+    ///     .test_before_acquire(false) // no ping before each use
+    ///     .connect("postgres://postgres@127.0.0.1/app")
+    ///     .await?;
+    /// let client = pgq_core::Client::new(pool.clone()); // the application keeps using `pool`
     /// # Ok(()) }
     /// ```
     pub fn new(pool: PgPool) -> Self {
@@ -309,7 +319,7 @@ impl Client {
     /// tasks of the same batch). Returns one outcome per task, in order.
     ///
     /// The batch is checked before anything is written: one task over the payload limit
-    /// refuses the whole batch.
+    /// refuses the whole batch. Idle workers of the queue are woken once, by the same statement.
     ///
     /// ```no_run
     /// # use pgq_core::{Client, Task};
@@ -323,15 +333,38 @@ impl Client {
         &self,
         tasks: impl IntoIterator<Item = T>,
     ) -> Result<Vec<Enqueued>> {
-        let options = EnqueueOptions::default();
-        let template = enqueue::template::<T>(&options)?;
-        let (payloads, unique_keys) = tasks
-            .into_iter()
-            .map(|task| {
-                enqueue::prepare(&task, self.max_payload_bytes)
-                    .map(|prepared| (prepared.payload, prepared.unique_key))
-            })
-            .collect::<Result<(Vec<_>, Vec<_>)>>()?;
+        self.enqueue_many_with(tasks, EnqueueOptions::default())
+            .await
+    }
+
+    /// [`enqueue_many`](Self::enqueue_many) with overrides that apply to every task of the
+    /// batch: queue, priority, `max_attempts`, and `run_at` or `delay`.
+    ///
+    /// [`EnqueueOptions::replace`] is refused with
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption): a batch does not update pending
+    /// jobs in place; enqueue such tasks one at a time with [`enqueue_with`](Self::enqueue_with).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use pgq_core::{Client, EnqueueOptions, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Reindex { document_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// // A backfill: low priority, on the queue the backfill workers serve, starting tonight.
+    /// let backfill = EnqueueOptions::default()
+    ///     .queue("backfill")
+    ///     .priority(30)
+    ///     .delay(Duration::from_secs(6 * 3600));
+    /// let tasks = (1..=100_000).map(|document_id| Reindex { document_id });
+    /// client.enqueue_many_with(tasks, backfill).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn enqueue_many_with<T: Task>(
+        &self,
+        tasks: impl IntoIterator<Item = T>,
+        options: EnqueueOptions,
+    ) -> Result<Vec<Enqueued>> {
+        let template = enqueue::batch_template::<T>(&options)?;
+        let (payloads, unique_keys) = enqueue::prepare_many(tasks, self.max_payload_bytes)?;
         if payloads.is_empty() {
             return Ok(Vec::new());
         }
@@ -342,6 +375,64 @@ impl Client {
             &payloads,
             &unique_keys
         ))
+    }
+
+    /// [`enqueue_many`](Self::enqueue_many) inside the caller's transaction: the jobs exist if
+    /// and only if the transaction commits, and workers are woken at the commit (PostgreSQL
+    /// delivers the batch's notification then, or never on a rollback).
+    ///
+    /// Unique keys see the transaction's own earlier enqueues, so a key enqueued before in the
+    /// same transaction is a duplicate.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{Client, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct ShipItem { order_id: i64, sku: String }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// let skus = ["A-1", "B-7", "C-3"];
+    /// let mut tx = client.pool().begin().await?;
+    /// sqlx::query("UPDATE orders SET status = 'paid' WHERE id = 42").execute(&mut *tx).await?;
+    /// let tasks = skus.map(|sku| ShipItem { order_id: 42, sku: sku.into() });
+    /// client.enqueue_many_in(&mut tx, tasks).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn enqueue_many_in<T: Task>(
+        &self,
+        conn: &mut PgConnection,
+        tasks: impl IntoIterator<Item = T>,
+    ) -> Result<Vec<Enqueued>> {
+        self.enqueue_many_in_with(conn, tasks, EnqueueOptions::default())
+            .await
+    }
+
+    /// [`enqueue_many_in`](Self::enqueue_many_in) with overrides for every task of the batch,
+    /// as [`enqueue_many_with`](Self::enqueue_many_with) (`replace` is refused).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use pgq_core::{Client, EnqueueOptions, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Remind { invoice_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// let mut tx = client.pool().begin().await?;
+    /// sqlx::query("UPDATE invoices SET sent = true WHERE due < now()").execute(&mut *tx).await?;
+    /// let in_a_week = EnqueueOptions::default().delay(Duration::from_secs(7 * 24 * 3600));
+    /// let tasks = [17, 18, 19].map(|invoice_id| Remind { invoice_id });
+    /// client.enqueue_many_in_with(&mut tx, tasks, in_a_week).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn enqueue_many_in_with<T: Task>(
+        &self,
+        conn: &mut PgConnection,
+        tasks: impl IntoIterator<Item = T>,
+        options: EnqueueOptions,
+    ) -> Result<Vec<Enqueued>> {
+        let template = enqueue::batch_template::<T>(&options)?;
+        let (payloads, unique_keys) = enqueue::prepare_many(tasks, self.max_payload_bytes)?;
+        if payloads.is_empty() {
+            return Ok(Vec::new());
+        }
+        store::enqueue::insert_many(&self.store, conn, &template, &payloads, &unique_keys).await
     }
 
     /// The job with this id, or `None` if there is none (never enqueued, or deleted).

@@ -119,12 +119,14 @@ pub const CLEAN_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The connections a pool made by [`Client::connect`](crate::Client::connect) keeps at most.
 ///
-/// For a larger pool, build it yourself and hand it to [`Client::new`](crate::Client::new):
+/// For a larger pool, build it yourself, without sqlx's ping before each use (see
+/// [`Client::new`](crate::Client::new)), and hand it to [`Client::new`](crate::Client::new):
 ///
 /// ```no_run
 /// # async fn example() -> pgq_core::Result<()> {
 /// let pool = sqlx::postgres::PgPoolOptions::new()
 ///     .max_connections(4 * pgq_core::defaults::MAX_CONNECTIONS)
+///     .test_before_acquire(false)
 ///     .connect("postgres://postgres@127.0.0.1/app")
 ///     .await?;
 /// let client = pgq_core::Client::new(pool);

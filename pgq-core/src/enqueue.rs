@@ -273,6 +273,34 @@ pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTe
     })
 }
 
+/// [`template`] for a batch: the options apply to every task, and `replace` is refused, as a
+/// batch cannot update pending jobs in place.
+pub(crate) fn batch_template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTemplate<'a>> {
+    if options.replace {
+        return Err(invalid::<T>(
+            "replace",
+            "a batch enqueue cannot replace pending jobs; enqueue those tasks one at a time \
+             with enqueue_with"
+                .into(),
+        ));
+    }
+    template::<T>(options)
+}
+
+/// Serializes every task of a batch and checks each; one refused task refuses the batch.
+pub(crate) fn prepare_many<T: Task>(
+    tasks: impl IntoIterator<Item = T>,
+    max_payload_bytes: usize,
+) -> Result<(Vec<String>, Vec<Option<String>>)> {
+    tasks
+        .into_iter()
+        .map(|task| {
+            prepare(&task, max_payload_bytes)
+                .map(|prepared| (prepared.payload, prepared.unique_key))
+        })
+        .collect()
+}
+
 /// Serializes the task and checks its size and unique key.
 pub(crate) fn prepare<T: Task>(task: &T, max_payload_bytes: usize) -> Result<PreparedTask> {
     let payload = serde_json::to_string(task).map_err(|source| Error::Serialize {

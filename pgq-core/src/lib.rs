@@ -1,4 +1,4 @@
-#![doc = include_str!("../../README.md")]
+#![doc = include_str!("../README.md")]
 
 mod attempt;
 mod cancellation;
@@ -37,7 +37,7 @@ pub use enqueue::{EnqueueOptions, Enqueued};
 pub use error::{Error, Result};
 pub use handler::Handler;
 pub use job::{AttemptError, Job, JobStatus};
-pub use job_id::JobId;
+pub use job_id::{JobId, ParseJobIdError};
 pub use maintenance::cleaner::Retention;
 pub use migrate::migrate;
 pub use registry::{Registry, TaskRegistration};

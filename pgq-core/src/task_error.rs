@@ -8,8 +8,10 @@ use crate::text;
 
 /// A handler's failure, carrying what pgq should do with the job next.
 ///
-/// Any `std::error::Error` converts into a [`TaskError::retry`], so `?` works in handlers and
-/// retries with the task's backoff. The other constructors choose a different path.
+/// Any error converts into a [`TaskError::retry`] — a `std::error::Error + Send + Sync`, a
+/// `Box<dyn Error + Send + Sync>`, an `anyhow::Error`, a `String` — so `?` works in handlers and
+/// retries with the task's backoff, recording the error and its causes. The other constructors
+/// choose a different path.
 ///
 /// ```
 /// use std::time::Duration;
@@ -188,8 +190,24 @@ pub(crate) fn truncate_error(message: &str) -> String {
     format!("{kept}{suffix}")
 }
 
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for TaskError {
+/// Every `std::error::Error + Send + Sync`, `Box<dyn Error + Send + Sync>`, `anyhow::Error`
+/// (which converts into that box), `String` and `&str` become a [`TaskError::retry`] whose
+/// message is the error followed by its causes: `"loading config: No such file or directory"`.
+///
+/// ```
+/// use pgq_core::{TaskAction, TaskError};
+///
+/// let boxed: Box<dyn std::error::Error + Send + Sync> = "smtp server busy".into();
+/// let err = TaskError::from(boxed);
+/// assert_eq!(err.action(), TaskAction::Retry);
+/// assert_eq!(err.message(), "smtp server busy");
+///
+/// let io = std::io::Error::new(std::io::ErrorKind::NotFound, "config.toml");
+/// assert_eq!(TaskError::from(io).message(), "config.toml");
+/// ```
+impl<E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>> From<E> for TaskError {
     fn from(err: E) -> Self {
+        let err: Box<dyn std::error::Error + Send + Sync + 'static> = err.into();
         // Keep the causes: "connect failed: connection refused".
         let mut message = err.to_string();
         let mut source = err.source();

@@ -1,6 +1,7 @@
 //! The deriving type, reduced to what `#[derive(Task)]` needs: its name, its fields and its
 //! `#[task(...)]` arguments.
 
+use proc_macro2::Span;
 use syn::{Data, DeriveInput, Fields, Ident};
 
 use crate::attr::{self, Arg};
@@ -81,6 +82,14 @@ impl<'a> Input<'a> {
             args: attr::parse(cx, &input.attrs),
         }
     }
+}
+
+/// The type's name where the user wrote it, resolved like the rest of the generated code: how
+/// both the impl and the fallback stub name the type.
+pub(crate) fn call_site_ident(ident: &Ident) -> Ident {
+    let mut ident = ident.clone();
+    ident.set_span(ident.span().resolved_at(Span::call_site()));
+    ident
 }
 
 #[cfg(test)]

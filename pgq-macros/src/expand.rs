@@ -4,7 +4,7 @@ use proc_macro2::{Literal, Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::{DeriveInput, Ident, LitStr};
 
-use crate::ast::Input;
+use crate::ast::{self, Input};
 use crate::ctxt::Ctxt;
 use crate::fallback;
 use crate::valid::{self, Settings, UniqueKey};
@@ -21,7 +21,7 @@ pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
 }
 
 fn impl_task(ident: &Ident, settings: &Settings) -> TokenStream {
-    let ty = call_site_ident(ident);
+    let ty = ast::call_site_ident(ident);
     let name = &settings.name;
     let queue = settings
         .queue
@@ -89,13 +89,6 @@ fn unique_key_fn(unique_key: &UniqueKey) -> TokenStream {
             ::core::option::Option::Some(#key)
         }
     }
-}
-
-/// The type's name where the user wrote it, resolved like the rest of the generated code.
-pub(crate) fn call_site_ident(ident: &Ident) -> Ident {
-    let mut ident = ident.clone();
-    ident.set_span(ident.span().resolved_at(Span::call_site()));
-    ident
 }
 
 #[cfg(test)]

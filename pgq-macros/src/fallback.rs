@@ -6,7 +6,7 @@ use quote::quote;
 use syn::ext::IdentExt as _;
 use syn::{Data, DeriveInput};
 
-use crate::expand::call_site_ident;
+use crate::ast::call_site_ident;
 
 pub(crate) fn expand(input: &DeriveInput, errors: syn::Error) -> TokenStream {
     let errors = errors.to_compile_error();

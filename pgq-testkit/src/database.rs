@@ -67,8 +67,11 @@ impl TestDatabase {
             .unwrap_or_else(|err| {
                 panic!("cannot create test database {name} at {url:?} (set DATABASE_URL): {err}")
             });
+        // As `Client::connect` builds it: no ping before each use, so tests run pgq's
+        // statements as production does.
         let pool = PgPoolOptions::new()
             .max_connections(10)
+            .test_before_acquire(false)
             .connect_with(server.clone().database(&name))
             .await
             .unwrap_or_else(|err| panic!("cannot connect to test database {name}: {err}"));
@@ -109,8 +112,13 @@ impl TestDatabase {
     ///
     /// ```no_run
     /// # async fn example(db: pgq_testkit::TestDatabase) {
-    /// // A second worker process, as it were: its own pool on the same database.
-    /// let pool = sqlx::PgPool::connect_with(db.connect_options()).await.unwrap();
+    /// // A second worker process, as it were: its own pool on the same database, built as
+    /// // pgq wants it (see `Client::new`).
+    /// let pool = sqlx::postgres::PgPoolOptions::new()
+    ///     .test_before_acquire(false)
+    ///     .connect_with(db.connect_options())
+    ///     .await
+    ///     .unwrap();
     /// let other = pgq_core::Client::new(pool);
     /// # }
     /// ```

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use pgq_core::{Client, Handler, JobContext, Task, TaskError, Worker, WorkerEvent, async_trait};
 use serde::{Deserialize, Serialize};
+use sqlx::postgres::PgPoolOptions;
 
 /// Sent once per user: a second enqueue while one is active is a duplicate.
 #[derive(Debug, Serialize, Deserialize, Task)]
@@ -49,7 +50,14 @@ impl Handler for BuildReport {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = pgq_examples::examples_database().await?;
-    let client = Client::new(sqlx::PgPool::connect_with(options).await?);
+    // Your application's pool, shared with pgq. `test_before_acquire(false)` spares a ping
+    // before every statement (sqlx's default); `Client::connect(url)` builds the same pool.
+    let pool = PgPoolOptions::new()
+        .max_connections(10)
+        .test_before_acquire(false)
+        .connect_with(options)
+        .await?;
+    let client = Client::new(pool);
     client.migrate().await?;
 
     let welcome = client

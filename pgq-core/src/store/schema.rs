@@ -24,27 +24,27 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_jobs.sql",
-        sql: include_str!("../../../migrations/0001_jobs.sql"),
+        sql: include_str!("../../migrations/0001_jobs.sql"),
     },
     Migration {
         version: 2,
         name: "0002_in_place_start.sql",
-        sql: include_str!("../../../migrations/0002_in_place_start.sql"),
+        sql: include_str!("../../migrations/0002_in_place_start.sql"),
     },
     Migration {
         version: 3,
         name: "0003_cheaper_guards.sql",
-        sql: include_str!("../../../migrations/0003_cheaper_guards.sql"),
+        sql: include_str!("../../migrations/0003_cheaper_guards.sql"),
     },
     Migration {
         version: 4,
         name: "0004_typed_columns.sql",
-        sql: include_str!("../../../migrations/0004_typed_columns.sql"),
+        sql: include_str!("../../migrations/0004_typed_columns.sql"),
     },
     Migration {
         version: 5,
         name: "0005_hardening.sql",
-        sql: include_str!("../../../migrations/0005_hardening.sql"),
+        sql: include_str!("../../migrations/0005_hardening.sql"),
     },
 ];
 
@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn every_file_is_embedded_in_order() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
         let mut files: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|entry| entry.unwrap().file_name().into_string().unwrap())

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::limits;
 use crate::maintenance::cleaner::{CleanerConfig, Retention};
 use crate::maintenance::rescuer::RescuerConfig;
-use crate::queue;
+use crate::queue::{self, QueueMismatch};
 use crate::registry::Registry;
 use crate::state::StateMap;
 use crate::worker::{TaskEntry, Worker};
@@ -40,6 +40,7 @@ pub struct WorkerBuilder {
     state: StateMap,
     rescue_interval: Duration,
     retention: Retention,
+    strict_queues: bool,
 }
 
 /// A worker's settings after `build()` checked them.
@@ -68,7 +69,32 @@ impl WorkerBuilder {
             state: StateMap::default(),
             rescue_interval: defaults::RESCUE_INTERVAL,
             retention: Retention::default(),
+            strict_queues: false,
         }
+    }
+
+    /// Whether [`build`](Self::build) refuses a worker whose queues do not match its tasks'
+    /// (default `false`: it logs a warning for each mismatch and builds).
+    ///
+    /// A mismatch is a task with a handler whose `#[task(queue = ..)]` this worker does not
+    /// serve, or a served queue that no task with a handler declares. Neither is always a
+    /// mistake — another worker may serve the first, and `EnqueueOptions::queue` can send jobs to
+    /// the second — but a typo in a queue name is both. Strict mode turns them into
+    /// [`Error::InvalidWorker`] naming the task and the queue; use it where one worker serves
+    /// every task linked into its binary.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// // Refuses to start if "email" is misspelt here or in a #[task(queue = ..)].
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("email", 16)
+    ///     .strict_queues(true)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn strict_queues(mut self, strict: bool) -> Self {
+        self.strict_queues = strict;
+        self
     }
 
     /// How often this process looks for jobs whose lease expired (default 15 s).
@@ -280,6 +306,31 @@ impl WorkerBuilder {
             return Err(Error::InvalidWorker(
                 "no task type linked into this binary has a Handler".into(),
             ));
+        }
+        let declared = registry
+            .tasks()
+            .filter(|task| task.has_handler())
+            .map(|task| (task.name(), task.queue()));
+        let mismatches = queue::mismatches(declared, queues.keys().map(String::as_str));
+        if self.strict_queues && !mismatches.is_empty() {
+            let list: Vec<String> = mismatches.iter().map(ToString::to_string).collect();
+            return Err(Error::InvalidWorker(format!(
+                "queues do not match the tasks (strict_queues): {}",
+                list.join("; ")
+            )));
+        }
+        for mismatch in &mismatches {
+            match mismatch {
+                QueueMismatch::Unserved { task, queue } => tracing::warn!(
+                    task,
+                    queue,
+                    "{mismatch}; its jobs wait for a worker that serves it"
+                ),
+                QueueMismatch::Undeclared { queue } => tracing::warn!(
+                    queue,
+                    "{mismatch}; only jobs enqueued to it with EnqueueOptions::queue run there"
+                ),
+            }
         }
         let config = WorkerConfig {
             queues,

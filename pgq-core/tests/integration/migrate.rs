@@ -206,17 +206,17 @@ async fn jobs_keep_their_phase_through_the_upgrade_to_typed_columns() {
         (
             1,
             "0001_jobs.sql",
-            include_str!("../../../migrations/0001_jobs.sql"),
+            include_str!("../../migrations/0001_jobs.sql"),
         ),
         (
             2,
             "0002_in_place_start.sql",
-            include_str!("../../../migrations/0002_in_place_start.sql"),
+            include_str!("../../migrations/0002_in_place_start.sql"),
         ),
         (
             3,
             "0003_cheaper_guards.sql",
-            include_str!("../../../migrations/0003_cheaper_guards.sql"),
+            include_str!("../../migrations/0003_cheaper_guards.sql"),
         ),
     ];
     sqlx::raw_sql(
