@@ -381,3 +381,33 @@ async fn a_failed_enqueue_leaves_a_working_connection_for_the_next() {
     assert!(id.is_some(), "no enqueue worked after {failures} failures");
     assert!(client.job(id.unwrap()).await.unwrap().is_some());
 }
+
+/// A delay counts from the enqueue statement, not from the start of the transaction it runs in.
+#[tokio::test]
+async fn a_delay_inside_a_long_transaction_counts_from_the_statement() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let mut tx = client.pool().begin().await.unwrap();
+    let began: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    // The transaction stays open a while, as one doing other work would.
+    sqlx::query("SELECT pg_sleep(1.5)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let delayed = EnqueueOptions::default().delay(Duration::from_secs(2));
+    let id = client
+        .enqueue_in_with(&mut tx, receipt(1), delayed)
+        .await
+        .unwrap()
+        .id();
+    tx.commit().await.unwrap();
+    let job = client.job(id).await.unwrap().unwrap();
+    let after_begin = job.run_at - began;
+    assert!(
+        after_begin >= chrono::Duration::milliseconds(3500),
+        "due {after_begin:?} after the transaction began: the delay counted from its start"
+    );
+}

@@ -10,6 +10,7 @@ mod enqueue_many;
 mod fencing;
 mod hostile_input;
 mod lease;
+mod least_privilege;
 mod migrate;
 mod overrun;
 mod progress;

@@ -1,0 +1,150 @@
+//! An application role with only USAGE on pgq's schema and DML on its tables runs everything but
+//! DDL: enqueues, works, cancels, retries, rescues, cleans and reads stats; `migrate` on an
+//! up-to-date schema needs no DDL privilege; and a schema migrated by a newer pgq is refused.
+
+use std::time::Duration;
+
+use pgq_core::{
+    Client, Error, Handler, JobContext, JobOutcome, Retention, Task, TaskError, Worker, async_trait,
+};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::PgPoolOptions;
+
+use crate::support;
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "least", unique_key = "least:{n}")]
+struct Least {
+    n: u32,
+    fail: bool,
+}
+
+#[async_trait]
+impl Handler for Least {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.progress(50, "half").await;
+        if self.fail {
+            return Err(TaskError::fail("on purpose"));
+        }
+        Ok(())
+    }
+}
+
+/// The grants the README gives for an application role.
+const GRANTS: &str = "
+GRANT USAGE ON SCHEMA pgq TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgq TO {role};
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA pgq TO {role};";
+
+/// A role with the README's grants and nothing else, and a client connected as it.
+async fn app_role(db: &TestDatabase) -> (String, Client) {
+    let role = format!("{}_app", db.name());
+    let setup = format!(
+        "CREATE ROLE \"{role}\" LOGIN; {}",
+        GRANTS.replace("{role}", &format!("\"{role}\""))
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let pool = PgPoolOptions::new()
+        .max_connections(5)
+        .test_before_acquire(false)
+        .connect_with(db.connect_options().username(&role))
+        .await
+        .unwrap();
+    (role, Client::new(pool))
+}
+
+async fn drop_role(db: &TestDatabase, role: &str, client: Client) {
+    client.pool().close().await;
+    let teardown = format!("DROP OWNED BY \"{role}\"; DROP ROLE \"{role}\"");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(teardown))
+        .execute(db.pool())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_role_with_dml_only_runs_everything_but_ddl() {
+    let db = TestDatabase::new().await;
+    let (role, client) = app_role(&db).await;
+    let refused = sqlx::query("CREATE TABLE pgq.intruder (x int)")
+        .execute(client.pool())
+        .await;
+    assert!(refused.is_err(), "the role must not have DDL privileges");
+
+    client
+        .migrate()
+        .await
+        .expect("an up-to-date schema needs no DDL");
+    let ok = client
+        .enqueue(Least { n: 1, fail: false })
+        .await
+        .unwrap()
+        .id();
+    let failing = client
+        .enqueue(Least { n: 2, fail: true })
+        .await
+        .unwrap()
+        .id();
+    client
+        .enqueue_many((3..6).map(|n| Least { n, fail: false }))
+        .await
+        .unwrap();
+    let pending = client
+        .enqueue_with(
+            Least { n: 9, fail: false },
+            pgq_core::EnqueueOptions::default().delay(Duration::from_secs(3600)),
+        )
+        .await
+        .unwrap()
+        .id();
+    let worker = Worker::builder(client.clone())
+        .queue("least", 2)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let outcomes = support::all_finished(&mut events, &[ok, failing]).await;
+    assert_eq!(outcomes[&ok], JobOutcome::Completed);
+    assert_eq!(outcomes[&failing], JobOutcome::Failed);
+    support::completed(&handle, 4).await;
+    handle.shutdown().await.unwrap();
+
+    client.retry(failing).await.unwrap();
+    client.cancel(pending).await.unwrap();
+    client.rescue_expired().await.unwrap();
+    assert!(!client.stats().await.unwrap().is_empty());
+    client
+        .delete_finished(Retention {
+            completed: Duration::ZERO,
+            failed: Duration::ZERO,
+        })
+        .await
+        .unwrap();
+    drop_role(&db, &role, client).await;
+}
+
+#[tokio::test]
+async fn a_schema_migrated_by_a_newer_pgq_is_refused_naming_both_versions() {
+    let db = TestDatabase::new().await;
+    let newest: i64 = sqlx::query_scalar("SELECT max(version) FROM pgq.migrations")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, 'from_the_future.sql', '')",
+    )
+    .bind(newest + 1)
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let err = db.client().migrate().await.unwrap_err();
+    assert!(
+        matches!(err, Error::SchemaTooNew { database, binary } if database == newest + 1 && binary == newest),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(&(newest + 1).to_string()));
+}
