@@ -182,4 +182,6 @@ pub struct Job {
     pub completed_at: Option<DateTime<Utc>>,
     /// When the row last changed.
     pub updated_at: DateTime<Utc>,
+    /// Its metadata: user tags under `"tags"`, the enqueue's trace context under `"trace"`.
+    pub meta: Option<serde_json::Value>,
 }

@@ -50,6 +50,7 @@ pub(crate) fn decode(row: &PgRow) -> Result<Job> {
         started_at: row.try_get("started_at")?,
         completed_at: row.try_get("completed_at")?,
         updated_at: row.try_get("updated_at")?,
+        meta: row.try_get("meta")?,
     })
 }
 

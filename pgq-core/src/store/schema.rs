@@ -46,6 +46,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0005_hardening.sql",
         sql: include_str!("../../migrations/0005_hardening.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_meta_workers_queues.sql",
+        sql: include_str!("../../migrations/0006_meta_workers_queues.sql"),
+    },
 ];
 
 /// The transaction-scoped advisory lock taken while migrating ("pgq_migr" in ASCII).

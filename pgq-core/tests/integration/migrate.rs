@@ -113,6 +113,7 @@ async fn the_jobs_table_has_every_column_and_index() {
         "completed_at",
         "updated_at",
         "phase",
+        "meta",
     ];
     expected.sort();
     assert_eq!(columns, expected);
