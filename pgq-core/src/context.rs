@@ -12,8 +12,8 @@ use crate::job_id::JobId;
 use crate::limits;
 use crate::state::StateMap;
 use crate::store;
-use crate::worker::completer;
 use crate::task::Task;
+use crate::worker::completer;
 
 /// The job a handler is running: its identity and attempt, application state, and the
 /// services around it — progress, cancellation, leases, completion in a transaction.

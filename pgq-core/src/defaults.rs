@@ -93,7 +93,7 @@ pub const RESCUE_INTERVAL: Duration = Duration::from_secs(15);
 /// use pgq_core::{defaults::RETAIN_COMPLETED, Retention};
 ///
 /// // Keep completed jobs for a week instead.
-/// let retention = Retention { completed: 7 * DEFAULT_RETAIN_COMPLETED, ..Retention::default() };
+/// let retention = Retention { completed: 7 * RETAIN_COMPLETED, ..Retention::default() };
 /// assert_eq!(retention.completed.as_secs(), 7 * 24 * 3600);
 /// ```
 pub const RETAIN_COMPLETED: Duration = Duration::from_secs(24 * 3600);
@@ -103,8 +103,8 @@ pub const RETAIN_COMPLETED: Duration = Duration::from_secs(24 * 3600);
 /// ```
 /// use pgq_core::{defaults::RETAIN_FAILED, Retention};
 ///
-/// assert_eq!(Retention::default().failed, DEFAULT_RETAIN_FAILED);
-/// assert_eq!(DEFAULT_RETAIN_FAILED.as_secs(), 7 * 24 * 3600);
+/// assert_eq!(Retention::default().failed, RETAIN_FAILED);
+/// assert_eq!(RETAIN_FAILED.as_secs(), 7 * 24 * 3600);
 /// ```
 pub const RETAIN_FAILED: Duration = Duration::from_secs(7 * 24 * 3600);
 

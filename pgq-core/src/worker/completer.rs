@@ -433,7 +433,10 @@ mod tests {
                 active: Some(slot.handler_returned()),
             })
             .await;
-        assert!(ended.is_none(), "a plain success waits for the queue's tick");
+        assert!(
+            ended.is_none(),
+            "a plain success waits for the queue's tick"
+        );
     }
 
     #[tokio::test]
