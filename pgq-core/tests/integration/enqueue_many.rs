@@ -391,3 +391,66 @@ async fn unique_keys_in_a_transaction_see_its_own_enqueues() {
         .unwrap();
     assert_eq!(keys, ["sync:held", "sync:a", "sync:b"]);
 }
+
+/// Batches whose unique keys overlap, inserted at once in different orders, wait for each other
+/// in the unique index instead of deadlocking there.
+#[tokio::test]
+async fn concurrent_batches_with_overlapping_keys_never_deadlock() {
+    let db = TestDatabase::new().await;
+    let deadlocks = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
+    };
+    let before = deadlocks().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .test_before_acquire(false)
+        .connect_with(db.connect_options().application_name("overlapping-batches"))
+        .await
+        .unwrap();
+    let mut batches = Vec::new();
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(4));
+    for client in 0..4u64 {
+        let client_handle = pgq_core::Client::new(pool.clone());
+        let barrier = barrier.clone();
+        batches.push(tokio::spawn(async move {
+            for round in 0..30u64 {
+                // The same 300 new keys for every client, each in an order of its own, sent at
+                // once.
+                let mut keys: Vec<u64> = (0..300).collect();
+                keys.sort_by_key(|k| (k * (client + 3) * 7919 + round * 104_729) % 1009);
+                let tasks = keys.into_iter().map(|k| Sync {
+                    account: format!("r{round}k{k}"),
+                });
+                barrier.wait().await;
+                client_handle.enqueue_many(tasks).await?;
+            }
+            Ok::<_, pgq_core::Error>(())
+        }));
+    }
+    for batch in batches {
+        tokio::time::timeout(support::LIMIT, batch)
+            .await
+            .expect("the batches finish")
+            .unwrap()
+            .expect("no batch fails");
+    }
+    // Backends report their statistics when they end: close them, and wait until they have.
+    pool.close().await;
+    support::eventually(|| async {
+        let others: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'overlapping-batches'",
+        )
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        (others == 0).then_some(())
+    })
+    .await;
+    assert_eq!(deadlocks().await, before, "the database detected deadlocks");
+}
