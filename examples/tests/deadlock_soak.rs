@@ -78,7 +78,7 @@ async fn client_loop(
 ) {
     let mut ids: Vec<JobId> = Vec::new();
     let mut step = 0u64;
-    let mut check = |ok: bool| {
+    let check = |ok: bool| {
         if !ok {
             failures.fetch_add(1, Ordering::SeqCst);
         }
@@ -113,7 +113,7 @@ async fn client_loop(
             check(!failed(&cancelled));
             check(!failed(&client.retry(id).await));
         }
-        if step % 5 == 0 {
+        if step.is_multiple_of(5) {
             check(!failed(&client.rescue_expired().await));
             let retention = Retention {
                 completed: Duration::ZERO,
