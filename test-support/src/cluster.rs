@@ -19,11 +19,6 @@ use crate::scratch::ScratchDir;
 /// The superuser `initdb` creates, whatever the OS user; [`Cluster::connect_options`] uses it.
 pub const SUPERUSER: &str = "postgres";
 
-/// The group whose members log in with a password (`md5` in `pg_hba.conf`, which takes SCRAM
-/// secrets too); everyone else is trusted. [`Cluster::create_role`] puts a role with a password
-/// in it.
-pub const PASSWORD_GROUP: &str = "password_login";
-
 /// How long a start may take, crash recovery included, before the test fails.
 const START_LIMIT: Duration = Duration::from_secs(60);
 
@@ -46,7 +41,7 @@ const CREATE_PASSWORD_GROUP: &str = "CREATE ROLE password_login NOLOGIN";
 /// A PostgreSQL cluster of its own, in a new directory, on a free port of 127.0.0.1.
 ///
 /// `initdb` makes it, with [`SUPERUSER`] as superuser and `trust` authentication for every
-/// connection over TCP from 127.0.0.1 except the roles in [`PASSWORD_GROUP`]. When the tests run
+/// connection over TCP from 127.0.0.1 except the roles in [`PASSWORD_GROUP`](crate::PASSWORD_GROUP). When the tests run
 /// as root, the server and its files belong to the `postgres` OS account.
 ///
 /// Dropping the value stops the server (immediately) and removes its directory, on a panic too.
@@ -243,7 +238,7 @@ impl Cluster {
         self.connect_options().database(name)
     }
 
-    /// Creates a role that may log in. With a password, the role joins [`PASSWORD_GROUP`] and
+    /// Creates a role that may log in. With a password, the role joins [`PASSWORD_GROUP`](crate::PASSWORD_GROUP) and
     /// must give it (stored as `password_encryption` says: SCRAM unless a setting chose `md5`);
     /// without one it is trusted. It owns nothing and is no superuser.
     ///
@@ -516,6 +511,7 @@ fn url_encode(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster_options::PASSWORD_GROUP;
 
     #[test]
     fn the_password_role_statement_names_the_password_group() {

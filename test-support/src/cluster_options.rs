@@ -5,7 +5,11 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::certificate::TlsFiles;
-use crate::cluster::PASSWORD_GROUP;
+
+/// The group whose members log in with a password (`md5` in `pg_hba.conf`, which takes SCRAM
+/// secrets too); everyone else is trusted. [`Cluster::create_role`] puts a role with a password
+/// in it.
+pub const PASSWORD_GROUP: &str = "password_login";
 
 /// Settings every cluster gets before the test's own: fast and disposable, reachable on
 /// 127.0.0.1 alone. Without `fsync` a machine crash could lose data, but a killed server loses

@@ -40,8 +40,8 @@ mod process;
 mod proxy;
 mod scratch;
 
-pub use cluster::{Cluster, PASSWORD_GROUP, SUPERUSER};
-pub use cluster_options::ClusterOptions;
+pub use cluster::{Cluster, SUPERUSER};
+pub use cluster_options::{ClusterOptions, PASSWORD_GROUP};
 pub use pgbouncer::{
     DEFAULT_IGNORE_STARTUP_PARAMETERS, DEFAULT_MAX_PREPARED_STATEMENTS, PgBouncer,
     PgBouncerOptions, PoolMode,
