@@ -9,7 +9,8 @@ use sqlx::postgres::PgPoolOptions;
 
 use crate::cancellation::Cancellation;
 use crate::defaults;
-use crate::enqueue::{self, EnqueueOptions, Enqueued};
+use crate::enqueue::{self, EnqueueOptions};
+use crate::enqueued::Enqueued;
 use crate::error::Result;
 use crate::job::Job;
 use crate::job_id::JobId;

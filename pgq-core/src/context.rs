@@ -6,7 +6,8 @@ use std::time::Duration;
 use sqlx::PgConnection;
 
 use crate::attempt::{AttemptState, Backend};
-use crate::enqueue::{EnqueueOptions, Enqueued};
+use crate::enqueue::EnqueueOptions;
+use crate::enqueued::Enqueued;
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
 use crate::limits;

@@ -6,7 +6,7 @@ use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
 use sqlx::{PgConnection, Postgres, Row};
 
-use crate::enqueue::{Enqueued, JobTemplate};
+use crate::enqueued::{Enqueued, JobTemplate};
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
 use crate::store::{Store, run};
