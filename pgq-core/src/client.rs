@@ -45,6 +45,8 @@ use crate::watch::JobWatch;
 #[derive(Debug, Clone)]
 pub struct Client {
     store: Store,
+    /// Reached through a transaction-mode pooler: no session state, so no LISTEN.
+    pooled: bool,
     max_payload_bytes: usize,
     wakeups: Arc<Wakeups>,
     kept: Arc<KeptConnection>,
@@ -96,6 +98,7 @@ impl Client {
         Self {
             store: Store::new(pool, defaults::STATEMENT_TIMEOUT, Schema::default()),
             max_payload_bytes: defaults::MAX_PAYLOAD_BYTES,
+            pooled: false,
             wakeups: Arc::default(),
             kept: Arc::default(),
         }
@@ -129,11 +132,7 @@ impl Client {
     /// # }
     /// ```
     pub fn with_statement_timeout(mut self, timeout: Duration) -> Self {
-        self.store = Store::new(
-            self.store.pool().clone(),
-            timeout,
-            self.store.schema().clone(),
-        );
+        self.store = self.store.clone().with_timeout(timeout);
         self
     }
 
@@ -152,9 +151,55 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn with_schema(mut self, schema: &str) -> Result<Self> {
-        let schema = Schema::new(schema)?;
-        self.store = Store::new(self.store.pool().clone(), self.store.timeout(), schema);
+        self.store = self.store.clone().with_schema(Schema::new(schema)?);
         Ok(self)
+    }
+
+    /// For a database reached through a connection pooler in transaction mode (PgBouncer with
+    /// `pool_mode = transaction`, and the like), where no session state survives a
+    /// transaction: workers and watches poll instead of listening for notifications (a worker's
+    /// default poll interval becomes
+    /// [`POOLED_POLL_INTERVAL`](crate::defaults::POOLED_POLL_INTERVAL), 200 ms), and statements are
+    /// sent unnamed instead of kept prepared, which poolers before PgBouncer 1.21 cannot do. With
+    /// a pooler that keeps prepared statements (PgBouncer 1.21 or newer with
+    /// `max_prepared_statements` set), add
+    /// [`with_prepared_statements(true)`](Self::with_prepared_statements). See the README's
+    /// *Deploying* section for the pooler's settings.
+    ///
+    /// ```no_run
+    /// # async fn example() -> pgq_core::Result<()> {
+    /// // PgBouncer on port 6432, in transaction mode.
+    /// let client = pgq_core::Client::connect("postgres://app@pgbouncer:6432/app")
+    ///     .await?
+    ///     .behind_pooler();
+    /// # Ok(()) }
+    /// ```
+    pub fn behind_pooler(mut self) -> Self {
+        self.pooled = true;
+        self.store = self.store.with_prepared(false);
+        self
+    }
+
+    /// Whether pgq's statements are prepared once per connection and kept (the default), or
+    /// sent unnamed each time (after [`behind_pooler`](Self::behind_pooler)).
+    ///
+    /// ```no_run
+    /// # async fn example() -> pgq_core::Result<()> {
+    /// // PgBouncer 1.21 or newer, with max_prepared_statements = 200.
+    /// let client = pgq_core::Client::connect("postgres://app@pgbouncer:6432/app")
+    ///     .await?
+    ///     .behind_pooler()
+    ///     .with_prepared_statements(true);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_prepared_statements(mut self, prepared: bool) -> Self {
+        self.store = self.store.with_prepared(prepared);
+        self
+    }
+
+    /// Whether the client was told it runs behind a transaction pooler.
+    pub(crate) fn is_pooled(&self) -> bool {
+        self.pooled
     }
 
     /// pgq's statements on the client's pool, within the statement timeout.
@@ -460,7 +505,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn watch(&self, id: JobId) -> Result<JobWatch> {
-        JobWatch::start(self.store.clone(), id).await
+        JobWatch::start(self.store.clone(), id, !self.pooled).await
     }
 
     /// Cancels a job: a pending one at once; a claimed or running one by firing its handler's

@@ -155,3 +155,11 @@ pub const WAKEUP_WINDOW: Duration = Duration::from_millis(2);
 /// assert_eq!(pgq_core::defaults::STATEMENT_TIMEOUT, std::time::Duration::from_secs(10));
 /// ```
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an idle worker waits between claims when its client is
+/// [`behind_pooler`](crate::Client::behind_pooler): it cannot listen for notifications there.
+///
+/// ```
+/// assert_eq!(pgq_core::defaults::POOLED_POLL_INTERVAL, std::time::Duration::from_millis(200));
+/// ```
+pub const POOLED_POLL_INTERVAL: Duration = Duration::from_millis(200);

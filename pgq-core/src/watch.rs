@@ -27,17 +27,23 @@ use crate::store::run;
 pub struct JobWatch {
     store: Store,
     id: JobId,
-    listener: PgListener,
+    /// `None` behind a transaction pooler: the watch polls.
+    listener: Option<PgListener>,
     last_seen: Option<DateTime<Utc>>,
     finished: bool,
 }
 
 impl JobWatch {
-    pub(crate) async fn start(store: Store, id: JobId) -> Result<Self> {
-        let mut listener = store
-            .bound(async { Ok(PgListener::connect_with(store.pool()).await?) })
-            .await?;
-        listener.listen(&store.channel(Channel::Progress)).await?;
+    pub(crate) async fn start(store: Store, id: JobId, listen: bool) -> Result<Self> {
+        let listener = if listen {
+            let mut listener = store
+                .bound(async { Ok(PgListener::connect_with(store.pool()).await?) })
+                .await?;
+            listener.listen(&store.channel(Channel::Progress)).await?;
+            Some(listener)
+        } else {
+            None
+        };
         Ok(Self {
             store,
             id,
@@ -78,9 +84,13 @@ impl JobWatch {
                 return Ok(Some(job));
             }
             let id = self.id.to_string();
+            let listener = &mut self.listener;
             let notified = async {
+                let Some(listener) = listener else {
+                    return std::future::pending().await;
+                };
                 loop {
-                    match self.listener.recv().await {
+                    match listener.recv().await {
                         Ok(n) if n.payload() == id => return,
                         Ok(_) => {}
                         // The listener reconnects on the next call; poll meanwhile.

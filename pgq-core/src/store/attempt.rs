@@ -32,6 +32,7 @@ pub(crate) async fn complete(
     fence: Fence<'_>,
 ) -> Result<bool> {
     let done = sqlx::query(store.sql(COMPLETE))
+        .persistent(store.prepared())
         .bind(fence.id.get())
         .bind(fence.attempt)
         .bind(fence.worker_id)
@@ -48,6 +49,7 @@ SELECT EXISTS (SELECT 1 FROM pgq.jobs
 pub(crate) async fn is_completed(store: &Store, fence: Fence<'_>) -> Result<bool> {
     run!(store, |conn| async {
         Ok(sqlx::query_scalar(store.sql(IS_COMPLETED))
+            .persistent(store.prepared())
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -69,6 +71,7 @@ pub(crate) async fn cancelled(
 ) -> Result<bool> {
     run!(store, |conn| async {
         let done = sqlx::query(store.sql(CANCELLED))
+            .persistent(store.prepared())
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -137,6 +140,7 @@ pub(crate) async fn fail(
     };
     run!(store, |conn| async {
         let row = sqlx::query(store.sql(FAIL))
+            .persistent(store.prepared())
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -166,6 +170,7 @@ WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND phase = 1";
 pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<bool> {
     run!(store, |conn| async {
         let done = sqlx::query(store.sql(RELEASE))
+            .persistent(store.prepared())
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -193,6 +198,7 @@ RETURNING job.id";
 pub(crate) async fn release_worker(store: &Store, worker_id: &str) -> Result<Vec<JobId>> {
     run!(store, |conn| async {
         let ids: Vec<i64> = sqlx::query_scalar(store.sql(RELEASE_WORKER))
+            .persistent(store.prepared())
             .bind(worker_id)
             .fetch_all(&mut *conn)
             .await?;

@@ -30,6 +30,7 @@ FROM target LEFT JOIN updated ON true";
 pub(crate) async fn cancel(store: &Store, id: JobId) -> Result<Cancellation> {
     run!(store, |conn| async {
         let row = sqlx::query(store.sql(CANCEL))
+            .persistent(store.prepared())
             .bind(id.get())
             .fetch_optional(&mut *conn)
             .await?
@@ -60,6 +61,7 @@ const STATUS: &str = "SELECT status FROM pgq.jobs WHERE id = $1";
 pub(crate) async fn retry(store: &Store, id: JobId) -> Result<()> {
     run!(store, |conn| async {
         let retried = sqlx::query(store.sql(RETRY))
+            .persistent(store.prepared())
             .bind(id.get())
             .fetch_optional(&mut *conn)
             .await;
@@ -67,6 +69,7 @@ pub(crate) async fn retry(store: &Store, id: JobId) -> Result<()> {
             Ok(Some(_)) => Ok(()),
             Ok(None) => {
                 let current: Option<String> = sqlx::query_scalar(store.sql(STATUS))
+                    .persistent(store.prepared())
                     .bind(id.get())
                     .fetch_optional(&mut *conn)
                     .await?;

@@ -70,6 +70,7 @@ pub(crate) async fn insert_one(
     };
     for _ in 0..CONFLICT_ROUNDS {
         let row = sqlx::query(store.sql(sql))
+            .persistent(store.prepared())
             .bind(job.task)
             .bind(job.queue)
             .bind(job.priority)
@@ -107,6 +108,7 @@ async fn find_active(
     key: &str,
 ) -> Result<Option<JobId>> {
     let id: Option<i64> = sqlx::query_scalar(store.sql(FIND_ACTIVE))
+        .persistent(store.prepared())
         .bind(task)
         .bind(key)
         .fetch_optional(conn)
@@ -208,10 +210,13 @@ pub(crate) async fn insert_many(
     unique_keys: &[Option<String>],
 ) -> Result<Vec<Enqueued>> {
     if unique_keys.iter().all(Option::is_none) {
-        let mut ids: Vec<i64> = bind_batch_job(sqlx::query_scalar(store.sql(INSERT_MANY)), job)
-            .bind(payloads)
-            .fetch_one(&mut *conn)
-            .await?;
+        let mut ids: Vec<i64> = bind_batch_job(
+            sqlx::query_scalar(store.sql(INSERT_MANY)).persistent(store.prepared()),
+            job,
+        )
+        .bind(payloads)
+        .fetch_one(&mut *conn)
+        .await?;
         ids.sort_unstable();
         return Ok(ids
             .into_iter()
@@ -244,11 +249,13 @@ pub(crate) async fn insert_many(
         // wait for each other in the unique index instead of deadlocking there.
         rows.sort_by(|&a, &b| unique_keys[a].cmp(&unique_keys[b]));
         let ids: Vec<i64> = sqlx::query_scalar(store.sql(DRAW_IDS))
+            .persistent(store.prepared())
             .bind(rows.len() as i64)
             .fetch_all(&mut *conn)
             .await?;
         let inserted: HashSet<i64> = bind_batch_job(
-            sqlx::query_scalar::<_, Vec<i64>>(store.sql(INSERT_MANY_KEYED)),
+            sqlx::query_scalar::<_, Vec<i64>>(store.sql(INSERT_MANY_KEYED))
+                .persistent(store.prepared()),
             job,
         )
         .bind(&ids)
@@ -284,6 +291,7 @@ pub(crate) async fn insert_many(
             .collect();
         let holders: HashMap<String, i64> =
             sqlx::query_as::<_, (String, i64)>(store.sql(FIND_ACTIVE_MANY))
+                .persistent(store.prepared())
                 .bind(job.task)
                 .bind(&keys)
                 .fetch_all(&mut *conn)
@@ -320,6 +328,7 @@ const NOTIFY: &str = "SELECT pg_notify('pgq_insert', $1)";
 pub(crate) async fn notify(store: &Store, queue: &str) -> Result<()> {
     run!(store, |conn| async {
         sqlx::query(store.sql(NOTIFY))
+            .persistent(store.prepared())
             .bind(queue)
             .execute(&mut *conn)
             .await?;

@@ -14,6 +14,7 @@ const SELECT_JOB: &str = "SELECT * FROM pgq.jobs WHERE id = $1";
 /// The job with this id, if it exists.
 pub(crate) async fn find(store: &Store, conn: &mut PgConnection, id: JobId) -> Result<Option<Job>> {
     let row = sqlx::query(store.sql(SELECT_JOB))
+        .persistent(store.prepared())
         .bind(id.get())
         .fetch_optional(conn)
         .await?;

@@ -63,6 +63,7 @@ pub(crate) async fn renew(
 ) -> Result<Vec<Renewed>> {
     run!(store, |conn| async {
         let rows = sqlx::query(store.sql(RENEW))
+            .persistent(store.prepared())
             .bind(held.iter().map(|h| h.id.get()).collect::<Vec<_>>())
             .bind(held.iter().map(|h| h.attempt).collect::<Vec<_>>())
             .bind(held.iter().map(|h| h.lease_ms).collect::<Vec<_>>())
@@ -89,6 +90,7 @@ WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND phase = 1 AND lease_expir
 pub(crate) async fn extend(store: &Store, fence: Fence<'_>, millis: i64) -> Result<bool> {
     run!(store, |conn| async {
         let done = sqlx::query(store.sql(EXTEND))
+            .persistent(store.prepared())
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
@@ -128,6 +130,7 @@ RETURNING job.id";
 pub(crate) async fn rescue(store: &Store, limit: i64) -> Result<Vec<JobId>> {
     run!(store, |conn| async {
         let ids: Vec<i64> = sqlx::query_scalar(store.sql(RESCUE))
+            .persistent(store.prepared())
             .bind(limit)
             .bind(ERROR_HISTORY)
             .fetch_all(&mut *conn)

@@ -45,6 +45,7 @@ pub(crate) async fn delete_finished(
     loop {
         let (held, deleted): (bool, i64) = run!(store, |conn| async {
             Ok(sqlx::query_as(store.sql(DELETE_FINISHED))
+                .persistent(store.prepared())
                 .bind(millis(completed))
                 .bind(millis(failed))
                 .bind(batch)
@@ -85,7 +86,10 @@ ORDER BY queue";
 
 pub(crate) async fn stats(store: &Store) -> Result<Vec<QueueStats>> {
     run!(store, |conn| async {
-        let rows = sqlx::query(store.sql(STATS)).fetch_all(&mut *conn).await?;
+        let rows = sqlx::query(store.sql(STATS))
+            .persistent(store.prepared())
+            .fetch_all(&mut *conn)
+            .await?;
         let count = |row: &sqlx::postgres::PgRow, name: &str| -> Result<u64> {
             Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
         };

@@ -90,6 +90,10 @@ pub(crate) struct Store {
     pool: PgPool,
     timeout: Duration,
     schema: Schema,
+    /// Whether statements are prepared once per connection and kept (named), or sent unnamed
+    /// each time, as a transaction pooler without protocol-level support for prepared
+    /// statements needs.
+    prepared: bool,
 }
 
 impl Store {
@@ -98,7 +102,28 @@ impl Store {
             pool,
             timeout,
             schema,
+            prepared: true,
         }
+    }
+
+    /// The same store with another time limit.
+    pub(crate) fn with_timeout(self, timeout: Duration) -> Self {
+        Self { timeout, ..self }
+    }
+
+    /// The same store in another schema.
+    pub(crate) fn with_schema(self, schema: Schema) -> Self {
+        Self { schema, ..self }
+    }
+
+    /// The same store, with statements kept prepared or sent unnamed each time.
+    pub(crate) fn with_prepared(self, prepared: bool) -> Self {
+        Self { prepared, ..self }
+    }
+
+    /// Whether statements are kept prepared on each connection.
+    pub(crate) fn prepared(&self) -> bool {
+        self.prepared
     }
 
     pub(crate) fn pool(&self) -> &PgPool {
@@ -117,8 +142,7 @@ impl Store {
     pub(crate) fn on(&self, pool: PgPool) -> Self {
         Self {
             pool,
-            timeout: self.timeout,
-            schema: self.schema.clone(),
+            ..self.clone()
         }
     }
 

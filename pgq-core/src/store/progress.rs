@@ -22,6 +22,7 @@ pub(crate) async fn write(
 ) -> Result<bool> {
     run!(store, |conn| async {
         let row = sqlx::query(store.sql(WRITE))
+            .persistent(store.prepared())
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)

@@ -84,15 +84,18 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
     let schema = store.schema().name();
     let mut tx = store.pool().begin().await?;
     sqlx::query(store.sql(LOCK))
+        .persistent(store.prepared())
         .bind(store.lock_key(MIGRATE_LOCK))
         .execute(&mut *tx)
         .await?;
     let exists: bool = sqlx::query_scalar(store.sql(HAS_BOOKKEEPING))
+        .persistent(store.prepared())
         .fetch_one(&mut *tx)
         .await?;
     let mut applied: HashMap<i64, String> = HashMap::new();
     if exists {
         let rows: Vec<(i64, String)> = sqlx::query_as(store.sql(APPLIED))
+            .persistent(store.prepared())
             .fetch_all(&mut *tx)
             .await?;
         applied.extend(rows);
@@ -111,6 +114,7 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
         match applied.get(&migration.version) {
             Some(checksum) => {
                 let expected: String = sqlx::query_scalar(store.sql(CHECKSUM))
+                    .persistent(store.prepared())
                     .bind(migration.sql)
                     .fetch_one(&mut *tx)
                     .await?;
@@ -151,6 +155,7 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
                 message: err.to_string(),
             })?;
         sqlx::query(store.sql(RECORD))
+            .persistent(store.prepared())
             .bind(migration.version)
             .bind(migration.name)
             .bind(migration.sql)

@@ -54,6 +54,7 @@ WHERE phase < 2";
 pub(crate) async fn advance(store: &Store, by: Duration) -> Result<()> {
     let pool = store.pool();
     sqlx::query(store.sql(ADVANCE))
+        .persistent(store.prepared())
         .bind(i64::try_from(by.as_millis()).unwrap_or(i64::MAX))
         .execute(pool)
         .await?;
@@ -65,6 +66,7 @@ const MAKE_DUE: &str = "UPDATE pgq.jobs SET run_at = now() WHERE id = $1 AND sta
 pub(crate) async fn make_due(store: &Store, id: JobId) -> Result<()> {
     let pool = store.pool();
     sqlx::query(store.sql(MAKE_DUE))
+        .persistent(store.prepared())
         .bind(id.get())
         .execute(pool)
         .await?;
@@ -77,6 +79,7 @@ const PENDING: &str =
 pub(crate) async fn pending(store: &Store, task: &str) -> Result<Vec<(JobId, serde_json::Value)>> {
     let pool = store.pool();
     let rows: Vec<(i64, serde_json::Value)> = sqlx::query_as(store.sql(PENDING))
+        .persistent(store.prepared())
         .bind(task)
         .fetch_all(pool)
         .await?;

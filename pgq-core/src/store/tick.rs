@@ -1,7 +1,9 @@
 //! The dispatcher's one statement per round trip: complete the attempts that finished, start the
-//! jobs claimed last time, and claim into the free slots. Three updates of distinct rows in one
-//! transaction, each fenced on (id, attempt, worker): the database's cost per job is the row
-//! versions, and the statement's fixed cost is shared by the whole batch.
+//! jobs claimed last time, and claim into the free slots. The statement sets its own
+//! `synchronous_commit` (transaction-local, so that nothing of the session is changed and it works
+//! behind a transaction pooler). Three updates of distinct rows in one transaction, each fenced
+//! on (id, attempt, worker): the database's cost per job is the row versions, and the
+//! statement's fixed cost is shared by the whole batch.
 
 use serde_json::value::RawValue;
 use sqlx::types::Json;
@@ -12,7 +14,10 @@ use crate::job_id::JobId;
 use crate::store::Store;
 
 const TICK: &str = "
-WITH completed AS (
+WITH commit_mode AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', $10, true) AS synchronous_commit
+),
+completed AS (
     UPDATE pgq.jobs AS job
     SET status = 'completed', phase = 2, progress = 100, completed_at = now(),
         lease_expires_at = NULL,
@@ -57,7 +62,9 @@ FROM completed
 UNION ALL
 SELECT 'started', id, NULL, NULL, NULL, NULL, NULL, NULL FROM started
 UNION ALL
-SELECT 'claimed', id, task, queue, payload, attempts, unique_key, rank FROM claimed";
+SELECT 'claimed', id, task, queue, payload, attempts, unique_key, rank FROM claimed
+UNION ALL
+SELECT 'commit', 0, NULL, NULL, NULL, NULL, NULL, NULL FROM commit_mode";
 
 /// A job this worker claimed.
 #[derive(Debug)]
@@ -88,6 +95,8 @@ pub(crate) struct TickRequest<'a> {
     /// Each task's lease, in the order of `tasks`: a claim holds the job that long.
     pub(crate) leases_ms: &'a [i64],
     pub(crate) claim: usize,
+    /// Whether the tick's commit waits for the WAL flush (completions durable at once), or not.
+    pub(crate) durable: bool,
 }
 
 /// What one tick did.
@@ -107,6 +116,7 @@ pub(crate) async fn tick(
     request: &TickRequest<'_>,
 ) -> Result<TickResult> {
     let rows = sqlx::query(store.sql(TICK))
+        .persistent(store.prepared())
         .bind(
             request
                 .complete
@@ -128,6 +138,7 @@ pub(crate) async fn tick(
         .bind(request.tasks)
         .bind(i64::try_from(request.claim).unwrap_or(i64::MAX))
         .bind(request.leases_ms)
+        .bind(if request.durable { "on" } else { "off" })
         .fetch_all(conn)
         .await?;
     let mut result = TickResult::default();
@@ -137,6 +148,7 @@ pub(crate) async fn tick(
         match row.try_get::<&str, _>("step")? {
             "completed" => result.completed.push(id),
             "started" => result.started.push(id),
+            "commit" => {}
             _ => {
                 let Json(payload) = row.try_get::<Json<Box<RawValue>>, _>("payload")?;
                 let order: i64 = row.try_get("rank")?;

@@ -32,7 +32,7 @@ use crate::worker::{TaskEntry, Worker};
 pub struct WorkerBuilder {
     client: Client,
     queues: Vec<(String, usize)>,
-    poll_interval: Duration,
+    poll_interval: Option<Duration>,
     batch_size: usize,
     lease: Duration,
     shutdown_grace: Duration,
@@ -41,6 +41,7 @@ pub struct WorkerBuilder {
     rescue_interval: Duration,
     retention: Retention,
     strict_queues: bool,
+    durable_completions: bool,
 }
 
 /// A worker's settings after `build()` checked them.
@@ -54,6 +55,7 @@ pub(crate) struct WorkerConfig {
     pub(crate) worker_id: String,
     pub(crate) rescuer: RescuerConfig,
     pub(crate) cleaner: CleanerConfig,
+    pub(crate) durable_completions: bool,
 }
 
 impl WorkerBuilder {
@@ -61,7 +63,7 @@ impl WorkerBuilder {
         Self {
             client,
             queues: Vec::new(),
-            poll_interval: defaults::POLL_INTERVAL,
+            poll_interval: None,
             batch_size: defaults::BATCH_SIZE,
             lease: defaults::LEASE,
             shutdown_grace: defaults::SHUTDOWN_GRACE,
@@ -70,6 +72,7 @@ impl WorkerBuilder {
             rescue_interval: defaults::RESCUE_INTERVAL,
             retention: Retention::default(),
             strict_queues: false,
+            durable_completions: false,
         }
     }
 
@@ -175,7 +178,7 @@ impl WorkerBuilder {
     /// # Ok(()) }
     /// ```
     pub fn poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval;
+        self.poll_interval = Some(interval);
         self
     }
 
@@ -246,6 +249,28 @@ impl WorkerBuilder {
         self
     }
 
+    /// Whether the completions of successful attempts commit durably: on, each tick that writes
+    /// them waits for the write-ahead log to reach disk, as everything else pgq writes does. Off
+    /// (the default), ticks commit without waiting (`synchronous_commit = off` for their own
+    /// transactions), and a PostgreSQL crash can lose the last fraction of a second of claims,
+    /// starts and completions: a lost completion leaves its job held until its lease runs out and
+    /// another worker runs it again — at least once, as after a worker crash. See
+    /// docs/reliability.md and the benchmark's two drain lines in docs/performance.md.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// // Handlers with effects that must not run twice after a database crash.
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("payments", 8)
+    ///     .durable_completions(true)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn durable_completions(mut self, durable: bool) -> Self {
+        self.durable_completions = durable;
+        self
+    }
+
     /// Checks the configuration and the linked task handlers.
     ///
     /// ```no_run
@@ -278,7 +303,12 @@ impl WorkerBuilder {
         if self.batch_size == 0 {
             return Err(Error::InvalidWorker("batch size 0".into()));
         }
-        if self.poll_interval.is_zero() {
+        let poll_interval = self.poll_interval.unwrap_or(if self.client.is_pooled() {
+            defaults::POOLED_POLL_INTERVAL
+        } else {
+            defaults::POLL_INTERVAL
+        });
+        if poll_interval.is_zero() {
             return Err(Error::InvalidWorker("poll interval 0".into()));
         }
         if self.lease < limits::MIN_LEASE || self.lease > limits::MAX_LEASE {
@@ -334,7 +364,7 @@ impl WorkerBuilder {
         }
         let config = WorkerConfig {
             queues,
-            poll_interval: self.poll_interval,
+            poll_interval,
             batch_size: self.batch_size,
             lease: self.lease,
             shutdown_grace: self.shutdown_grace,
@@ -349,6 +379,7 @@ impl WorkerBuilder {
                 retention: self.retention,
                 interval: defaults::CLEAN_INTERVAL,
             },
+            durable_completions: self.durable_completions,
         };
         Ok(Worker::new(self.client, config, handlers, self.state))
     }

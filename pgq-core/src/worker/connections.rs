@@ -18,17 +18,10 @@ pub(crate) fn upkeep_pool(pool: &PgPool) -> PgPool {
         .connect_lazy_with(pool.connect_options().as_ref().clone())
 }
 
-/// The dispatchers' own connections, one per tick a queue may have in flight, committing
-/// without waiting for the WAL flush: a claim, a start or a completion that a PostgreSQL crash
-/// loses leaves its job held, and the rescuer runs it again once the lease runs out — at least
-/// once, as for a worker crash. Everything else, enqueues and the outcomes the completer writes
-/// on the main pool (failures, cancellations, releases) included, commits durably.
+/// The dispatchers' own connections, one per tick a queue may have in flight. Ticks set their
+/// own commit mode (see `store::tick`).
 pub(crate) fn dispatch_pool(pool: &PgPool, queues: usize) -> PgPool {
-    let options = pool
-        .connect_options()
-        .as_ref()
-        .clone()
-        .options([("synchronous_commit", "off")]);
+    let options = pool.connect_options().as_ref().clone();
     PgPoolOptions::new()
         .max_connections(u32::try_from(queues * TICKS_IN_FLIGHT).unwrap_or(u32::MAX))
         .test_before_acquire(false)

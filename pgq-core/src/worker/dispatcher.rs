@@ -49,6 +49,8 @@ pub(crate) struct Dispatch {
     pub(crate) store: Store,
     pub(crate) poll_interval: Duration,
     pub(crate) batch_size: usize,
+    /// Whether ticks commit durably (see `WorkerBuilder::durable_completions`).
+    pub(crate) durable: bool,
     pub(crate) stopping: watch::Receiver<bool>,
 }
 
@@ -229,6 +231,7 @@ impl Dispatcher {
                 tasks: tasks.names(),
                 leases_ms: tasks.leases_ms(),
                 claim: want,
+                durable: dispatch.durable,
             };
             let db = &dispatch.store;
             let connection = match connection {

@@ -61,6 +61,7 @@ pub(crate) async fn drain(
                 tasks: tasks.names(),
                 leases_ms: tasks.leases_ms(),
                 claim: 1,
+                durable: true,
             };
             let claimed = run!(db, |conn| store::tick::tick(db, conn, &request))?.claimed;
             for job in claimed {

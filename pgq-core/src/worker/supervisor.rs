@@ -115,7 +115,12 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         reporter: runtime.reporter.clone(),
         probe_timeout: executor.client.store().timeout(),
     };
-    let listener = tokio::spawn(listener.listen());
+    // Behind a transaction pooler no session state survives: the dispatchers poll instead.
+    let listener = if executor.client.is_pooled() {
+        tokio::spawn(async {})
+    } else {
+        tokio::spawn(listener.listen())
+    };
     let shortest_lease = Duration::from_millis(
         u64::try_from(executor.tasks.shortest_lease_ms()).unwrap_or(u64::MAX),
     );
@@ -142,6 +147,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         store: executor.client.store().on(runtime.dispatch_pool.clone()),
         poll_interval: config.poll_interval,
         batch_size: config.batch_size,
+        durable: config.durable_completions,
         stopping: runtime.stopping.clone(),
     };
     let dispatchers: Vec<_> = runtime
