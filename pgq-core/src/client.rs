@@ -21,7 +21,7 @@ use crate::schema::Schema;
 use crate::stats::QueueStats;
 use crate::store;
 use crate::store::Store;
-use crate::store::run;
+use crate::store::{on, run};
 use crate::task::Task;
 use crate::wakeup::Wakeups;
 use crate::watch::JobWatch;
@@ -160,9 +160,9 @@ impl Client {
     /// transaction: workers and watches poll instead of listening for notifications (a worker's
     /// default poll interval becomes
     /// [`POOLED_POLL_INTERVAL`](crate::defaults::POOLED_POLL_INTERVAL), 200 ms), and statements are
-    /// sent unnamed instead of kept prepared, which poolers before PgBouncer 1.21 cannot do. With
-    /// a pooler that keeps prepared statements (PgBouncer 1.21 or newer with
-    /// `max_prepared_statements` set), add
+    /// sent unnamed, each in a transaction of its own, instead of kept prepared, which poolers
+    /// before PgBouncer 1.21 cannot do. With a pooler that keeps prepared statements (PgBouncer
+    /// 1.21 or newer with `max_prepared_statements` set), add
     /// [`with_prepared_statements(true)`](Self::with_prepared_statements). See the README's
     /// *Deploying* section for the pooler's settings.
     ///
@@ -176,12 +176,15 @@ impl Client {
     /// ```
     pub fn behind_pooler(mut self) -> Self {
         self.pooled = true;
-        self.store = self.store.with_prepared(false);
+        self.store = self.store.clone().behind_pooler(false);
         self
     }
 
-    /// Whether pgq's statements are prepared once per connection and kept (the default), or
-    /// sent unnamed each time (after [`behind_pooler`](Self::behind_pooler)).
+    /// Behind a transaction pooler, whether it keeps prepared statements across its server
+    /// connections (PgBouncer 1.21 or newer with `max_prepared_statements` set): then pgq's
+    /// statements are prepared once and kept, as without a pooler, instead of sent unnamed in a
+    /// transaction each. Without [`behind_pooler`](Self::behind_pooler), statements are always
+    /// kept prepared.
     ///
     /// ```no_run
     /// # async fn example() -> pgq_core::Result<()> {
@@ -193,7 +196,9 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn with_prepared_statements(mut self, prepared: bool) -> Self {
-        self.store = self.store.with_prepared(prepared);
+        if self.pooled {
+            self.store = self.store.clone().behind_pooler(prepared);
+        }
         self
     }
 
@@ -286,18 +291,15 @@ impl Client {
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
         let wakeup = self.wakeups.enqueue(&self.store, template.queue);
         let mut conn = self.kept.acquire(&self.store).await?;
-        let inserted = self
-            .store
-            .bound(store::enqueue::insert_one(
-                &self.store,
-                &mut conn,
-                &template,
-                &task.payload,
-                task.unique_key.as_deref(),
-                options.replace,
-                wakeup.notifies(),
-            ))
-            .await;
+        let inserted = on!(self.store, &mut conn, |c| store::enqueue::insert_one(
+            &self.store,
+            c,
+            &template,
+            &task.payload,
+            task.unique_key.as_deref(),
+            options.replace,
+            wakeup.notifies(),
+        ));
         let enqueued = match inserted {
             Ok(enqueued) => enqueued,
             Err(err) => {

@@ -77,7 +77,7 @@ pub(crate) async fn renew(
                     cancel_requested: row.try_get("cancel_requested")?,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()
     })
 }
 

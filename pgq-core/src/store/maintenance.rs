@@ -111,7 +111,7 @@ pub(crate) async fn stats(store: &Store) -> Result<Vec<QueueStats>> {
                     errors_last_hour: count(row, "errors_last_hour")?,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()
     })
 }
 

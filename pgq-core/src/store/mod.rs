@@ -30,6 +30,36 @@ pub(crate) mod tick;
 /// moment; pgq's statements lock rows in one order, so the second try is all it takes.
 pub(crate) const CONFLICT_RETRIES: u32 = 5;
 
+/// Runs statements on a connection the caller holds, within the store's time limit:
+/// `on!(store, connection, |conn| statement(conn, ..))`. Behind a transaction pooler that cannot
+/// keep prepared statements, the work runs inside a transaction of its own, so that every message
+/// of a statement reaches one server connection.
+macro_rules! on {
+    ($store:expr, $connection:expr, |$conn:ident| $work:expr) => {{
+        let store: &$crate::store::Store = &$store;
+        let connection: &mut ::sqlx::PgConnection = $connection;
+        if store.pinned() {
+            store
+                .bound(async {
+                    let mut tx = ::sqlx::Connection::begin(&mut *connection).await?;
+                    let done = {
+                        let $conn: &mut ::sqlx::PgConnection = &mut tx;
+                        $work.await
+                    };
+                    if done.is_ok() {
+                        tx.commit().await?;
+                    }
+                    done
+                })
+                .await
+        } else {
+            let $conn: &mut ::sqlx::PgConnection = connection;
+            store.bound($work).await
+        }
+    }};
+}
+pub(crate) use on;
+
 /// Runs statements on a connection of a [`Store`]'s pool, within its time limit:
 /// `run!(store, |conn| statement(conn, ..))` for any future that uses `conn: &mut PgConnection`.
 /// A connection that did not answer in time is closed: returned to the pool, it would be checked
@@ -43,10 +73,7 @@ macro_rules! run {
             tries += 1;
             let result = match store.acquire().await {
                 Ok(mut pooled) => {
-                    let result = {
-                        let $conn: &mut ::sqlx::PgConnection = &mut pooled;
-                        store.bound($work).await
-                    };
+                    let result = $crate::store::on!(store, &mut pooled, |$conn| $work);
                     if matches!(result, Err($crate::error::Error::Unresponsive(_))) {
                         pooled.close_on_drop();
                     }
@@ -94,6 +121,9 @@ pub(crate) struct Store {
     /// each time, as a transaction pooler without protocol-level support for prepared
     /// statements needs.
     prepared: bool,
+    /// Whether each statement runs in a transaction of its own: behind such a pooler, the
+    /// messages of one unnamed statement must reach one server connection.
+    pinned: bool,
 }
 
 impl Store {
@@ -103,7 +133,23 @@ impl Store {
             timeout,
             schema,
             prepared: true,
+            pinned: false,
         }
+    }
+
+    /// The store behind a transaction pooler: statements unnamed, each in a transaction of its
+    /// own — or, with a pooler that keeps prepared statements (`prepared`), as usual.
+    pub(crate) fn behind_pooler(self, prepared: bool) -> Self {
+        Self {
+            prepared,
+            pinned: !prepared,
+            ..self
+        }
+    }
+
+    /// Whether each statement runs in a transaction of its own.
+    pub(crate) fn pinned(&self) -> bool {
+        self.pinned
     }
 
     /// The same store with another time limit.
@@ -114,11 +160,6 @@ impl Store {
     /// The same store in another schema.
     pub(crate) fn with_schema(self, schema: Schema) -> Self {
         Self { schema, ..self }
-    }
-
-    /// The same store, with statements kept prepared or sent unnamed each time.
-    pub(crate) fn with_prepared(self, prepared: bool) -> Self {
-        Self { prepared, ..self }
     }
 
     /// Whether statements are kept prepared on each connection.

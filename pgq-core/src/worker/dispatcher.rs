@@ -24,8 +24,8 @@ use crate::attempt::AttemptState;
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
 use crate::store;
-use crate::store::Store;
 use crate::store::tick::{ClaimedJob, Held, TickRequest, TickResult};
+use crate::store::{Store, on};
 use crate::worker::completer::Success;
 use crate::worker::event::WorkerEvent;
 use crate::worker::executor::Executor;
@@ -240,9 +240,7 @@ impl Dispatcher {
             };
             let (result, connection) = match connection {
                 Ok(mut connection) => {
-                    let result = db
-                        .bound(store::tick::tick(db, &mut connection, &request))
-                        .await;
+                    let result = on!(db, &mut connection, |c| store::tick::tick(db, c, &request));
                     match &result {
                         Ok(_) => (result, Some(connection)),
                         // A connection that did not answer in time is closed; one whose

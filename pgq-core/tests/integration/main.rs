@@ -14,6 +14,7 @@ mod lease;
 mod least_privilege;
 mod migrate;
 mod overrun;
+mod pgbouncer;
 mod progress;
 mod registry;
 mod retention;
