@@ -18,6 +18,7 @@ mod pgbouncer;
 mod progress;
 mod registry;
 mod retention;
+mod schema_name;
 mod search_path;
 mod stats;
 mod transitions;
