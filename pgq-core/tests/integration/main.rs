@@ -21,6 +21,7 @@ mod retention;
 mod schema_name;
 mod search_path;
 mod stats;
+mod tls;
 mod transitions;
 mod unique_key;
 mod worker_bad_input;
