@@ -163,3 +163,19 @@ pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// assert_eq!(pgq_core::defaults::POOLED_POLL_INTERVAL, std::time::Duration::from_millis(200));
 /// ```
 pub const POOLED_POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Connections each queue's dispatcher keeps, one per claim statement in flight: see
+/// [`WorkerBuilder::dispatch_connections`](crate::WorkerBuilder::dispatch_connections).
+///
+/// ```
+/// assert_eq!(pgq_core::defaults::DISPATCH_CONNECTIONS, 3);
+/// ```
+pub const DISPATCH_CONNECTIONS: u32 = 3;
+
+/// Connections a worker keeps for its upkeep: see
+/// [`WorkerBuilder::upkeep_connections`](crate::WorkerBuilder::upkeep_connections).
+///
+/// ```
+/// assert_eq!(pgq_core::defaults::UPKEEP_CONNECTIONS, 2);
+/// ```
+pub const UPKEEP_CONNECTIONS: u32 = 2;

@@ -42,6 +42,8 @@ pub struct WorkerBuilder {
     retention: Retention,
     strict_queues: bool,
     durable_completions: bool,
+    dispatch_connections: u32,
+    upkeep_connections: u32,
 }
 
 /// A worker's settings after `build()` checked them.
@@ -56,6 +58,8 @@ pub(crate) struct WorkerConfig {
     pub(crate) rescuer: RescuerConfig,
     pub(crate) cleaner: CleanerConfig,
     pub(crate) durable_completions: bool,
+    pub(crate) dispatch_connections: u32,
+    pub(crate) upkeep_connections: u32,
 }
 
 impl WorkerBuilder {
@@ -73,6 +77,8 @@ impl WorkerBuilder {
             retention: Retention::default(),
             strict_queues: false,
             durable_completions: false,
+            dispatch_connections: defaults::DISPATCH_CONNECTIONS,
+            upkeep_connections: defaults::UPKEEP_CONNECTIONS,
         }
     }
 
@@ -271,6 +277,43 @@ impl WorkerBuilder {
         self
     }
 
+    /// Connections each queue's dispatcher keeps (default
+    /// [`DISPATCH_CONNECTIONS`](crate::defaults::DISPATCH_CONNECTIONS), 3): one per claim
+    /// statement it may have in flight, so fewer claim less at once. Part of the worker's
+    /// connection budget (see the README's *Deploying*).
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// // Forty queues on a database that allows few connections: one each.
+    /// let mut builder = pgq_core::Worker::builder(client).dispatch_connections(1);
+    /// for tenant in 0..40 {
+    ///     builder = builder.queue(format!("tenant-{tenant}"), 2);
+    /// }
+    /// let worker = builder.build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn dispatch_connections(mut self, connections: u32) -> Self {
+        self.dispatch_connections = connections;
+        self
+    }
+
+    /// Connections the worker keeps for lease renewal, rescue, cleaning and releases (default
+    /// [`UPKEEP_CONNECTIONS`](crate::defaults::UPKEEP_CONNECTIONS), 2), apart from the client's
+    /// pool so that handlers holding all of its connections cannot starve them.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("email", 16)
+    ///     .upkeep_connections(1)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn upkeep_connections(mut self, connections: u32) -> Self {
+        self.upkeep_connections = connections;
+        self
+    }
+
     /// Checks the configuration and the linked task handlers.
     ///
     /// ```no_run
@@ -299,6 +342,11 @@ impl WorkerBuilder {
                     "queue {name:?} is configured twice"
                 )));
             }
+        }
+        if self.dispatch_connections == 0 || self.upkeep_connections == 0 {
+            return Err(Error::InvalidWorker(
+                "a worker needs at least one dispatch and one upkeep connection".into(),
+            ));
         }
         if self.batch_size == 0 {
             return Err(Error::InvalidWorker("batch size 0".into()));
@@ -380,6 +428,8 @@ impl WorkerBuilder {
                 interval: defaults::CLEAN_INTERVAL,
             },
             durable_completions: self.durable_completions,
+            dispatch_connections: self.dispatch_connections,
+            upkeep_connections: self.upkeep_connections,
         };
         Ok(Worker::new(self.client, config, handlers, self.state))
     }

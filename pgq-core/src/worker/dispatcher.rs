@@ -1,6 +1,7 @@
 //! One dispatcher per queue. Each round trip is one statement (a tick) that completes the
 //! attempts that succeeded, writes `running` for the jobs whose handlers started since the last
-//! tick, and claims more. Up to [`TICKS_IN_FLIGHT`] ticks are in flight at once, each on a
+//! tick, and claims more. Several ticks are in flight at once (one per dispatch connection), each
+//! on a
 //! connection of its own, so that the database works on one batch while the worker runs the next.
 //!
 //! A claimed job starts as soon as a slot is free, ahead of its `running` write: everything the
@@ -33,9 +34,6 @@ use crate::worker::pacing::{ClaimSent, Pacing};
 use crate::worker::report::Reporter;
 use crate::worker::slots::QueueSlots;
 
-/// Ticks one dispatcher may have in flight (more measured no faster on two cores).
-pub(crate) const TICKS_IN_FLIGHT: usize = 3;
-
 /// How long a tick waits for handlers in flight to return, so that their writes share it.
 const COALESCE_WINDOW: Duration = Duration::from_millis(1);
 
@@ -44,10 +42,9 @@ const COALESCE_WINDOW: Duration = Duration::from_millis(1);
 pub(crate) struct Dispatch {
     pub(crate) executor: Arc<Executor>,
     pub(crate) reporter: Reporter,
-    /// The dispatchers' own connections (see `connections::dispatch_pool`), each tick within
-    /// the statement timeout.
-    pub(crate) store: Store,
     pub(crate) poll_interval: Duration,
+    /// Ticks in flight at once, each on a connection of the queue's dispatch pool.
+    pub(crate) ticks_in_flight: usize,
     pub(crate) batch_size: usize,
     /// Whether ticks commit durably (see `WorkerBuilder::durable_completions`).
     pub(crate) durable: bool,
@@ -75,6 +72,7 @@ struct Sent {
 struct Dispatcher {
     dispatch: Dispatch,
     queue: Arc<QueueSlots>,
+    store: Store,
     pacing: Pacing,
     /// Claimed, waiting for a free slot.
     claimed: VecDeque<ClaimedJob>,
@@ -86,13 +84,16 @@ struct Dispatcher {
     connections: Vec<PoolConnection<Postgres>>,
 }
 
-pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>) {
+/// Runs one queue's dispatcher; its ticks run on `store`, the queue's own connections, each
+/// within the statement timeout.
+pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: Store) {
     let mut stopping = dispatch.stopping.clone();
     let mut d = Dispatcher {
         next_poll: Instant::now() + dispatch.poll_interval,
         pacing: Pacing::new(queue.concurrency, dispatch.batch_size),
         dispatch,
         queue,
+        store,
         claimed: VecDeque::new(),
         starting: Vec::new(),
         connections: Vec::new(),
@@ -113,7 +114,7 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>) {
             d.start_claimed();
         }
         let want = if stop { 0 } else { d.want() };
-        if in_flight.len() < TICKS_IN_FLIGHT
+        if in_flight.len() < d.dispatch.ticks_in_flight
             && (!d.starting.is_empty() || !ready.is_empty() || want > 0)
         {
             if !stop {
@@ -212,6 +213,7 @@ impl Dispatcher {
         let starting = std::mem::take(&mut self.starting);
         let dispatch = self.dispatch.clone();
         let queue = self.queue.clone();
+        let store = self.store.clone();
         let connection = self.connections.pop();
         tokio::spawn(async move {
             let complete: Vec<Held> = completions
@@ -233,7 +235,7 @@ impl Dispatcher {
                 claim: want,
                 durable: dispatch.durable,
             };
-            let db = &dispatch.store;
+            let db = &store;
             let connection = match connection {
                 Some(connection) => Ok(connection),
                 None => db.bound(async { Ok(db.pool().acquire().await?) }).await,

@@ -10,16 +10,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
 
 use crate::store::{Channel, Store};
 use crate::worker::event::WorkerEvent;
 use crate::worker::held::HeldJobs;
 use crate::worker::report::Reporter;
 use crate::worker::slots::QueueSlots;
-
-/// The `application_name` of listener connections, to find them in `pg_stat_activity`.
-pub(crate) const LISTENER_APPLICATION_NAME: &str = "pgq-listener";
 
 const RECONNECT_MIN: Duration = Duration::from_millis(50);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
@@ -29,7 +27,8 @@ const PROBE_AFTER: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 pub(crate) struct Listener {
-    pub(crate) options: PgConnectOptions,
+    /// A pool of one connection, made like the client's (see `connections::listen_pool`).
+    pub(crate) pool: PgPool,
     /// For the channel names of the client's schema.
     pub(crate) store: Store,
     pub(crate) queues: Vec<Arc<QueueSlots>>,
@@ -110,15 +109,7 @@ impl Listener {
     }
 
     async fn connect(&self) -> sqlx::Result<PgListener> {
-        let options = self
-            .options
-            .clone()
-            .application_name(LISTENER_APPLICATION_NAME);
-        // A pool of one, only to hand PgListener its connect options; the connection is its own.
-        let pool = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_lazy_with(options);
-        let mut listener = PgListener::connect_with(&pool).await?;
+        let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.ignore_pool_close_event(true);
         let channels = [Channel::Insert, Channel::Cancel].map(|c| self.store.channel(c));
         listener

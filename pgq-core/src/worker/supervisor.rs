@@ -37,7 +37,8 @@ pub(crate) struct Runtime {
     pub(crate) queues: Vec<Arc<QueueSlots>>,
     pub(crate) executor: Arc<Executor>,
     pub(crate) reporter: Reporter,
-    pub(crate) dispatch_pool: PgPool,
+    /// Each queue's dispatch connections, in the order of `queues`.
+    pub(crate) dispatch_pools: Vec<PgPool>,
     pub(crate) upkeep_pool: PgPool,
     pub(crate) stopping: watch::Receiver<bool>,
 }
@@ -58,8 +59,13 @@ impl Runtime {
         let worker_id: Arc<str> = config.worker_id.as_str().into();
         let reporter = Reporter::new();
         let held = Arc::new(HeldJobs::default());
-        let dispatch_pool = connections::dispatch_pool(client.pool(), queues.len());
-        let upkeep_pool = connections::upkeep_pool(client.pool());
+        let dispatch_pools = queues
+            .iter()
+            .map(|queue| {
+                connections::dispatch_pool(client.pool(), &queue.name, config.dispatch_connections)
+            })
+            .collect();
+        let upkeep_pool = connections::upkeep_pool(client.pool(), config.upkeep_connections);
         let completer = Arc::new(Completer::new(
             client.store().clone(),
             client.store().on(upkeep_pool.clone()),
@@ -81,7 +87,7 @@ impl Runtime {
             queues,
             executor,
             reporter,
-            dispatch_pool,
+            dispatch_pools,
             upkeep_pool,
             stopping,
         }
@@ -93,7 +99,9 @@ impl Runtime {
 
     pub(crate) async fn close_pools(&self) {
         self.upkeep_pool.close().await;
-        self.dispatch_pool.close().await;
+        for pool in &self.dispatch_pools {
+            pool.close().await;
+        }
     }
 }
 
@@ -108,7 +116,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     // hear of cancellations through the grace period.
     let (finish, finished) = watch::channel(false);
     let listener = Listener {
-        options: executor.client.pool().connect_options().as_ref().clone(),
+        pool: connections::listen_pool(executor.client.pool()),
         store: executor.client.store().clone(),
         queues: runtime.queues.clone(),
         held: executor.held.clone(),
@@ -144,8 +152,8 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     let dispatch = Dispatch {
         executor: executor.clone(),
         reporter: runtime.reporter.clone(),
-        store: executor.client.store().on(runtime.dispatch_pool.clone()),
         poll_interval: config.poll_interval,
+        ticks_in_flight: config.dispatch_connections as usize,
         batch_size: config.batch_size,
         durable: config.durable_completions,
         stopping: runtime.stopping.clone(),
@@ -153,7 +161,11 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     let dispatchers: Vec<_> = runtime
         .queues
         .iter()
-        .map(|queue| handlers.spawn(dispatcher::dispatch(dispatch.clone(), queue.clone())))
+        .zip(&runtime.dispatch_pools)
+        .map(|(queue, pool)| {
+            let store = executor.client.store().on(pool.clone());
+            handlers.spawn(dispatcher::dispatch(dispatch.clone(), queue.clone(), store))
+        })
         .collect();
     let dispatcher_aborts: Vec<_> = dispatchers.iter().map(|d| d.abort_handle()).collect();
     let mut dispatchers = futures_util::future::join_all(dispatchers);

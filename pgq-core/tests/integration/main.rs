@@ -5,6 +5,7 @@ mod support;
 
 mod bad_rows;
 mod cancel;
+mod connections;
 mod dead_network;
 mod enqueue;
 mod enqueue_many;

@@ -1,0 +1,109 @@
+//! A worker's connection budget: its own pools are sized as configured, named so that an
+//! operator finds them in `pg_stat_activity`, and made like the client's pool — its hooks run on
+//! every connection pgq opens.
+
+use std::collections::HashMap;
+
+use pgq_core::{Client, Handler, JobContext, Task, TaskError, Worker, async_trait};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use sqlx::Executor;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::support;
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "budget-a")]
+struct Budgeted {
+    n: u32,
+}
+
+#[async_trait]
+impl Handler for Budgeted {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_worker_opens_the_connections_its_budget_allows_named_and_hooked() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("CREATE TABLE public.hooked (pid integer)")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    // The application's pool, with a hook on every new connection.
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .test_before_acquire(false)
+        .after_connect(|conn, _meta| {
+            Box::pin(async move {
+                conn.execute("INSERT INTO public.hooked VALUES (pg_backend_pid())")
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect_with(db.connect_options().application_name("the-app"))
+        .await
+        .unwrap();
+    let client = Client::new(pool);
+    let worker = Worker::builder(client.clone())
+        .queue("budget-a", 4)
+        .queue("budget-b", 2)
+        .dispatch_connections(2)
+        .upkeep_connections(1)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| {
+        *e == pgq_core::WorkerEvent::ListenerConnected
+    })
+    .await;
+    let ids: Vec<_> = client
+        .enqueue_many((0..200).map(|n| Budgeted { n }))
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.id())
+        .collect();
+    support::all_finished(&mut events, &ids).await;
+
+    let names: Vec<(String, i32)> = sqlx::query_as(
+        "SELECT application_name, pid FROM pg_stat_activity WHERE datname = current_database()",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for (name, _) in &names {
+        *count.entry(name.as_str()).or_default() += 1;
+    }
+    assert!(
+        count.get("pgq-dispatch:budget-a").copied().unwrap_or(0) <= 2,
+        "{count:?}"
+    );
+    assert!(
+        count.get("pgq-dispatch:budget-b").copied().unwrap_or(0) <= 2,
+        "{count:?}"
+    );
+    assert!(
+        count.get("pgq-upkeep").copied().unwrap_or(0) <= 1,
+        "{count:?}"
+    );
+    assert_eq!(count.get("pgq-listen").copied(), Some(1), "{count:?}");
+    assert!(count.get("the-app").copied().unwrap_or(0) <= 4, "{count:?}");
+    assert!(count.contains_key("pgq-dispatch:budget-a"), "{count:?}");
+
+    // Every connection of the application's pool and of pgq's ran the application's hook.
+    let hooked: Vec<i32> = sqlx::query_scalar("SELECT pid FROM public.hooked")
+        .fetch_all(db.pool())
+        .await
+        .unwrap();
+    for (name, pid) in &names {
+        if name.starts_with("pgq-") || name == "the-app" {
+            assert!(hooked.contains(pid), "{name} ({pid}) did not run the hook");
+        }
+    }
+    handle.shutdown().await.unwrap();
+}
