@@ -57,7 +57,7 @@ async fn an_idle_worker_starts_a_new_job_at_once_and_survives_a_killed_listener(
 
     let killed: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE datname = current_database() AND application_name = 'pgq-listener'",
+         WHERE datname = current_database() AND application_name = 'pgq-listen'",
     )
     .fetch_all(db.pool())
     .await
