@@ -53,9 +53,10 @@ pub(crate) struct AttemptState {
     pub(crate) backend: Backend,
     /// Fires when the job is cancelled or the lease is lost: stop, the result will not count.
     stop: watch::Sender<bool>,
-    /// Whether the job's `running` write has landed. A worker starts a handler as soon as its
-    /// job is claimed and writes `running` with its next statement; writes that need the job
-    /// running (progress, completion, the outcome) wait for this first.
+    /// Whether the job's start has been written. A worker starts the handler of a job claimed
+    /// ahead as soon as a slot is free, and writes `running` with its next statement; writes
+    /// that need the job running (progress, the outcome) wait for this first. A plain success
+    /// whose start was not sent yet is written with its start instead.
     start: watch::Sender<Start>,
     cancel_requested: AtomicBool,
     lease_lost: AtomicBool,
@@ -66,11 +67,13 @@ pub(crate) struct AttemptState {
     progress: Mutex<Progress>,
 }
 
-/// Where an attempt's `running` write stands.
+/// Where an attempt's start (its `running` write) stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Start {
-    /// Sent or about to be; the handler may already be running.
-    Unconfirmed,
+    /// Not sent yet; the handler may already be running, or have returned.
+    Unsent,
+    /// Sent with a statement in flight.
+    Sent,
     /// The job is `running` under this attempt.
     Confirmed,
     /// The fence did not hold (the job was rescued or released meanwhile): the attempt is void.
@@ -85,7 +88,7 @@ impl AttemptState {
 
     /// An attempt started ahead of its `running` write; see [`confirm_start`](Self::confirm_start).
     pub(crate) fn unconfirmed(id: JobId, attempt: i32, backend: Backend) -> Arc<Self> {
-        Self::with_start(id, attempt, backend, Start::Unconfirmed)
+        Self::with_start(id, attempt, backend, Start::Unsent)
     }
 
     fn with_start(id: JobId, attempt: i32, backend: Backend, start: Start) -> Arc<Self> {
@@ -114,7 +117,19 @@ impl AttemptState {
         }
     }
 
-    /// Records whether the `running` write held; a refused start stops the handler.
+    /// The start goes out with a statement now.
+    pub(crate) fn start_sent(&self) {
+        self.start.send_if_modified(|start| {
+            let unsent = *start == Start::Unsent;
+            if unsent {
+                *start = Start::Sent;
+            }
+            unsent
+        });
+    }
+
+    /// Records whether the start (alone, or with the completion) held; a refused start stops
+    /// the handler.
     pub(crate) fn confirm_start(&self, held: bool) {
         if held {
             self.start.send_replace(Start::Confirmed);
@@ -137,7 +152,9 @@ impl AttemptState {
     /// Waits for the `running` write; true when the job runs under this attempt.
     pub(crate) async fn started(&self) -> bool {
         let mut start = self.start.subscribe();
-        let decided = start.wait_for(|s| *s != Start::Unconfirmed).await;
+        let decided = start
+            .wait_for(|s| matches!(s, Start::Confirmed | Start::Refused))
+            .await;
         matches!(decided.as_deref(), Ok(Start::Confirmed))
     }
 
@@ -306,6 +323,9 @@ mod tests {
             !waiting.is_finished(),
             "nothing is decided before the write lands"
         );
+        state.start_sent();
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "nor while it is in flight");
         state.confirm_start(true);
         let started = tokio::time::timeout(Duration::from_secs(5), waiting).await;
         assert!(started.unwrap().unwrap());

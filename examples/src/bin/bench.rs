@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pgq_core::{Client, Handler, JobContext, Task, TaskError, Worker, WorkerEvent, async_trait};
+use pgq_core::{
+    Client, Handler, JobContext, Retention, Task, TaskError, Worker, WorkerEvent, async_trait,
+};
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
@@ -53,6 +55,8 @@ struct Settings {
     latency: u64,
     latency_gap: Duration,
     completed: u64,
+    /// Whether to drain with each choice of completions, besides the default.
+    modes: bool,
 }
 
 fn settings() -> Settings {
@@ -64,6 +68,7 @@ fn settings() -> Settings {
         latency: 200,
         latency_gap: Duration::from_millis(20),
         completed: 1_000_000,
+        modes: true,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -80,6 +85,7 @@ fn settings() -> Settings {
             "--latency" => s.latency = value(),
             "--latency-gap-ms" => s.latency_gap = Duration::from_millis(value()),
             "--completed" => s.completed = value(),
+            "--modes" => s.modes = value() != 0,
             other => panic!("unknown flag {other}"),
         }
     }
@@ -115,32 +121,64 @@ async fn enqueue_bulk(client: &Client, count: u64, batch: u64) -> Result<(), pgq
     Ok(())
 }
 
+/// How a drain's worker writes its completions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Completions {
+    /// The default configuration.
+    Default,
+    /// `durable_completions(false)`: commits that do not wait for the WAL flush.
+    Async,
+    /// `Retention { completed: ZERO }`: completed jobs deleted by the statement that completes
+    /// them.
+    Deleted,
+}
+
 /// Runs one worker until `total` jobs are completed; checks the table and returns the time.
 async fn drain(
     client: &Client,
     concurrency: usize,
     total: u64,
+    completions: Completions,
 ) -> Result<Duration, Box<dyn std::error::Error>> {
     let before: i64 =
         sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
             .fetch_one(client.pool())
             .await?;
-    let worker = Worker::builder(client.clone())
-        .queue("bench", concurrency)
-        .build()?;
+    let mut builder = Worker::builder(client.clone()).queue("bench", concurrency);
+    match completions {
+        Completions::Default => {}
+        Completions::Async => builder = builder.durable_completions(false),
+        Completions::Deleted => {
+            builder = builder.retention(Retention {
+                completed: Duration::ZERO,
+                ..Retention::default()
+            })
+        }
+    }
+    let worker = builder.build()?;
     let started = Instant::now();
     let handle = worker.start();
     handle.stats().wait_for(|st| st.completed >= total).await?;
     let elapsed = started.elapsed();
     handle.shutdown().await?;
-    let after: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
-        .fetch_one(client.pool())
-        .await?;
-    assert_eq!(
-        (after - before) as u64,
-        total,
-        "every job completed in the table"
-    );
+    let (after, left): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status = 'completed'),
+                count(*) FILTER (WHERE status <> 'completed')
+         FROM pgq.jobs",
+    )
+    .fetch_one(client.pool())
+    .await?;
+    assert_eq!(left, 0, "every job completed");
+    if completions == Completions::Deleted {
+        // The cleaner deletes what the ticks do not: completed jobs are kept for no time.
+        assert_eq!(after, 0, "no completed job kept");
+    } else {
+        assert_eq!(
+            (after - before) as u64,
+            total,
+            "every job completed in the table"
+        );
+    }
     Ok(elapsed)
 }
 
@@ -228,14 +266,34 @@ async fn run(s: &Settings, options: PgConnectOptions) -> Result<(), Box<dyn std:
 
     let total = s.single + s.bulk;
     checkpoint(&pool).await;
-    let elapsed = drain(&client, s.concurrency, total).await?;
+    let elapsed = drain(&client, s.concurrency, total, Completions::Default).await?;
     println!("drain_per_s {:.0}", per_second(total, elapsed));
+
+    // The same drain with the other choices a worker offers for its completions, each on a
+    // table as the first found it: the completed jobs deleted and vacuumed away, the same jobs
+    // enqueued again.
+    for (name, completions) in [
+        ("drain_async_commit_per_s", Completions::Async),
+        ("drain_deleting_completed_per_s", Completions::Deleted),
+    ] {
+        if !s.modes {
+            break;
+        }
+        sqlx::raw_sql("DELETE FROM pgq.jobs").execute(&pool).await?;
+        sqlx::raw_sql("VACUUM ANALYZE pgq.jobs")
+            .execute(&pool)
+            .await?;
+        enqueue_bulk(&client, total, s.bulk_batch).await?;
+        checkpoint(&pool).await;
+        let elapsed = drain(&client, s.concurrency, total, completions).await?;
+        println!("{name} {:.0}", per_second(total, elapsed));
+    }
 
     if s.completed > 0 {
         add_completed_rows(&pool, s.completed).await?;
         enqueue_bulk(&client, total, s.bulk_batch).await?;
         checkpoint(&pool).await;
-        let elapsed = drain(&client, s.concurrency, total).await?;
+        let elapsed = drain(&client, s.concurrency, total, Completions::Default).await?;
         println!(
             "drain_with_{}_completed_per_s {:.0}",
             s.completed,

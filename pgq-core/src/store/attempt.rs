@@ -1,5 +1,10 @@
 //! Recording how each attempt ended. Every update out of claimed/running is fenced on
 //! (id, attempt, worker): zero rows changed means another attempt owns the job now.
+//!
+//! A statement that finds its job by id says "held" with the status, never with `phase = 1`: a
+//! condition on `phase` lets the planner choose a partial index on it (the lease index), which
+//! it scans whole — all held jobs, and every dead entry since the last vacuum — instead of
+//! looking the id up.
 
 use sqlx::{PgConnection, Row};
 
@@ -61,7 +66,7 @@ pub(crate) async fn is_completed(store: &Store, fence: Fence<'_>) -> Result<bool
 const CANCELLED: &str = "
 UPDATE pgq.jobs SET status = 'cancelled', phase = 2, completed_at = now(), lease_expires_at = NULL,
     last_error = coalesce($4, last_error), updated_at = now()
-WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND phase = 1";
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')";
 
 /// Ends a held job `cancelled` after its handler saw the request. `false` when fenced off.
 pub(crate) async fn cancelled(
@@ -103,7 +108,7 @@ UPDATE pgq.jobs SET
     errors = CASE WHEN $4 = 'snooze' THEN errors
                   ELSE pgq.append_error(errors, attempts, $6, $7) END,
     lease_expires_at = NULL, updated_at = now()
-WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND phase = 1
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')
 RETURNING status, run_at <= now() AS due_now";
 
 /// What a failed attempt turns into.
@@ -164,7 +169,7 @@ pub(crate) async fn fail(
 const RELEASE: &str = "
 UPDATE pgq.jobs SET status = 'pending', phase = 0, attempts = attempts - 1, run_at = now(),
     worker_id = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND phase = 1";
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')";
 
 /// Returns one attempt to `pending` without spending it.
 pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<bool> {

@@ -53,7 +53,7 @@ UPDATE pgq.jobs SET status = 'pending', phase = 0, run_at = now(),
     max_attempts = greatest(max_attempts, least(attempts + 1, 1000)),
     completed_at = NULL, cancel_requested_at = NULL, worker_id = NULL,
     lease_expires_at = NULL, updated_at = now()
-WHERE id = $1 AND phase = 2 AND status <> 'completed'
+WHERE id = $1 AND (status = 'failed' OR status = 'cancelled')
 RETURNING pg_notify('pgq_insert', queue)";
 
 const STATUS: &str = "SELECT status FROM pgq.jobs WHERE id = $1";

@@ -34,13 +34,15 @@ WITH asked AS (
 holding AS (
     SELECT job.id, asked.lease_ms, job.cancel_requested_at IS NOT NULL AS cancel_requested
     FROM pgq.jobs AS job JOIN asked ON job.id = asked.id
-    WHERE job.attempts = asked.attempt AND job.worker_id = $4 AND job.phase = 1
+    WHERE job.attempts = asked.attempt AND job.worker_id = $4
+      AND (job.status = 'claimed' OR job.status = 'running')
       AND job.lease_expires_at > now()
 ),
 locked AS (
     SELECT job.id, holding.lease_ms
     FROM pgq.jobs AS job JOIN holding ON job.id = holding.id
-    WHERE job.worker_id = $4 AND job.phase = 1 AND job.lease_expires_at > now()
+    WHERE job.worker_id = $4 AND (job.status = 'claimed' OR job.status = 'running')
+      AND job.lease_expires_at > now()
     ORDER BY job.id
     FOR UPDATE OF job SKIP LOCKED
 ),
@@ -84,7 +86,8 @@ pub(crate) async fn renew(
 const EXTEND: &str = "
 UPDATE pgq.jobs
 SET lease_expires_at = greatest(lease_expires_at, now() + ($4 * interval '1 millisecond'))
-WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND phase = 1 AND lease_expires_at > now()";
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')
+  AND lease_expires_at > now()";
 
 /// Extends one lease. `false` when the fence no longer holds or the lease ran out.
 pub(crate) async fn extend(store: &Store, fence: Fence<'_>, millis: i64) -> Result<bool> {

@@ -51,6 +51,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0006_meta_workers_queues.sql",
         sql: include_str!("../../migrations/0006_meta_workers_queues.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_fewer_writes.sql",
+        sql: include_str!("../../migrations/0007_fewer_writes.sql"),
+    },
 ];
 
 /// The transaction-scoped advisory lock taken while migrating ("pgq_migr" in ASCII).

@@ -1,9 +1,15 @@
 //! The dispatcher's one statement per round trip: complete the attempts that finished, start the
-//! jobs claimed last time, and claim into the free slots. The statement sets its own
-//! `synchronous_commit` (transaction-local, so that nothing of the session is changed and it works
-//! behind a transaction pooler). Three updates of distinct rows in one transaction, each fenced
-//! on (id, attempt, worker): the database's cost per job is the row versions, and the
-//! statement's fixed cost is shared by the whole batch.
+//! jobs claimed ahead last time, and claim: jobs for the free slots straight to `running`, jobs
+//! claimed ahead of a free slot to `claimed`. A job claimed ahead whose handler started and
+//! returned before its start was written completes from `claimed`, its start written with it:
+//! every job costs two row writes, its claim and its completion, unless it waited for a slot and
+//! was still running at the next round trip. Three updates of distinct rows in one transaction,
+//! each fenced on (id, attempt, worker).
+//!
+//! The statement sets its own `synchronous_commit` (transaction-local, so that nothing of the
+//! session changes and it works behind a transaction pooler): durable when it carries
+//! completions and the worker wants them durable; a claim or a start alone never waits for the
+//! WAL flush, since a crash that loses one only runs the job again, as a lost lease does.
 
 use serde_json::value::RawValue;
 use sqlx::types::Json;
@@ -13,20 +19,21 @@ use crate::error::Result;
 use crate::job_id::JobId;
 use crate::store::Store;
 
-const TICK: &str = "
+/// The statement up to its completions, which [`TICK`] and [`TICK_DELETING`] write each their
+/// own way.
+macro_rules! tick_head {
+    () => {
+        "
 WITH commit_mode AS MATERIALIZED (
     SELECT set_config('synchronous_commit', $10, true) AS synchronous_commit
-),
-completed AS (
-    UPDATE pgq.jobs AS job
-    SET status = 'completed', phase = 2, progress = 100, completed_at = now(),
-        lease_expires_at = NULL,
-        updated_at = now()
-    FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[])) AS done(id, attempt)
-    WHERE job.id = done.id AND job.attempts = done.attempt AND job.worker_id = $3
-      AND job.status = 'running'
-    RETURNING job.id
-),
+),"
+    };
+}
+
+/// The statement after its completions: starts, the claim, and what comes back.
+macro_rules! tick_tail {
+    () => {
+        "
 started AS (
     UPDATE pgq.jobs AS job
     SET status = 'running', started_at = now(), updated_at = now()
@@ -47,24 +54,63 @@ ranked AS (
 ),
 claimed AS (
     UPDATE pgq.jobs AS job
-    SET status = 'claimed', phase = 1, attempts = job.attempts + 1, worker_id = $3,
+    SET status = CASE WHEN ranked.rank <= $11 THEN 'running' ELSE 'claimed' END,
+        started_at = CASE WHEN ranked.rank <= $11 THEN now() ELSE job.started_at END,
+        phase = 1, attempts = job.attempts + 1, worker_id = $3,
         claimed_at = now(),
         lease_expires_at = now() + (($9::bigint[])[array_position($7, job.task)]
                                     * interval '1 millisecond'),
         updated_at = now()
     FROM ranked
     WHERE job.id = ranked.id
-    RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key, ranked.rank
+    RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key, ranked.rank,
+              ranked.rank <= $11 AS running
 )
 SELECT 'completed' AS step, id, NULL::text AS task, NULL::text AS queue, NULL::jsonb AS payload,
-       NULL::int AS attempts, NULL::text AS unique_key, NULL::bigint AS rank
+       NULL::int AS attempts, NULL::text AS unique_key, NULL::bigint AS rank,
+       NULL::boolean AS running
 FROM completed
 UNION ALL
-SELECT 'started', id, NULL, NULL, NULL, NULL, NULL, NULL FROM started
+SELECT 'started', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM started
 UNION ALL
-SELECT 'claimed', id, task, queue, payload, attempts, unique_key, rank FROM claimed
+SELECT 'claimed', id, task, queue, payload, attempts, unique_key, rank, running FROM claimed
 UNION ALL
-SELECT 'commit', 0, NULL, NULL, NULL, NULL, NULL, NULL FROM commit_mode";
+SELECT 'commit', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM commit_mode"
+    };
+}
+
+/// Completed jobs are kept: `completed`, until the cleaner deletes them. A job still `claimed`
+/// gets its start (its claim time: it waited for a slot at most a round trip) with it.
+const TICK: &str = concat!(
+    tick_head!(),
+    "
+completed AS (
+    UPDATE pgq.jobs AS job
+    SET status = 'completed', phase = 2, progress = 100, completed_at = now(),
+        started_at = CASE WHEN job.status = 'claimed' THEN job.claimed_at
+                          ELSE job.started_at END,
+        lease_expires_at = NULL, updated_at = now()
+    FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[])) AS done(id, attempt)
+    WHERE job.id = done.id AND job.attempts = done.attempt AND job.worker_id = $3
+      AND (job.status = 'claimed' OR job.status = 'running')
+    RETURNING job.id
+),",
+    tick_tail!()
+);
+
+/// Completed jobs are deleted by the statement that completes them (a retention of zero).
+const TICK_DELETING: &str = concat!(
+    tick_head!(),
+    "
+completed AS (
+    DELETE FROM pgq.jobs AS job
+    USING ROWS FROM (unnest($1::bigint[]), unnest($2::int[])) AS done(id, attempt)
+    WHERE job.id = done.id AND job.attempts = done.attempt AND job.worker_id = $3
+      AND (job.status = 'claimed' OR job.status = 'running')
+    RETURNING job.id
+),",
+    tick_tail!()
+);
 
 /// A job this worker claimed.
 #[derive(Debug)]
@@ -75,9 +121,13 @@ pub(crate) struct ClaimedJob {
     pub(crate) payload: Box<RawValue>,
     pub(crate) attempt: i32,
     pub(crate) unique_key: Option<String>,
+    /// Claimed as `running`, its handler to start at once; otherwise `claimed`, waiting for a
+    /// slot, its start written by a later tick.
+    pub(crate) running: bool,
 }
 
-/// One attempt to complete or start, by its fence.
+/// One attempt to complete or start, by its fence. An attempt to complete may still be
+/// `claimed`: its start is written with its completion.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Held {
     pub(crate) id: JobId,
@@ -95,8 +145,14 @@ pub(crate) struct TickRequest<'a> {
     /// Each task's lease, in the order of `tasks`: a claim holds the job that long.
     pub(crate) leases_ms: &'a [i64],
     pub(crate) claim: usize,
-    /// Whether the tick's commit waits for the WAL flush (completions durable at once), or not.
+    /// How many of the claimed jobs, the first in claim order, start at once: they go from
+    /// `pending` to `running` in the claim itself; the others are `claimed`.
+    pub(crate) run_now: usize,
+    /// Whether completions commit durably: the commit waits for the WAL flush when the tick
+    /// carries any.
     pub(crate) durable: bool,
+    /// Whether completed jobs are deleted rather than kept.
+    pub(crate) delete_completed: bool,
 }
 
 /// What one tick did.
@@ -115,7 +171,13 @@ pub(crate) async fn tick(
     conn: &mut PgConnection,
     request: &TickRequest<'_>,
 ) -> Result<TickResult> {
-    let rows = sqlx::query(store.sql(TICK))
+    let statement = if request.delete_completed {
+        TICK_DELETING
+    } else {
+        TICK
+    };
+    let durable = request.durable && !request.complete.is_empty();
+    let rows = sqlx::query(store.sql(statement))
         .persistent(store.prepared())
         .bind(
             request
@@ -138,7 +200,8 @@ pub(crate) async fn tick(
         .bind(request.tasks)
         .bind(i64::try_from(request.claim).unwrap_or(i64::MAX))
         .bind(request.leases_ms)
-        .bind(if request.durable { "on" } else { "off" })
+        .bind(if durable { "on" } else { "off" })
+        .bind(i64::try_from(request.run_now).unwrap_or(i64::MAX))
         .fetch_all(conn)
         .await?;
     let mut result = TickResult::default();
@@ -161,6 +224,7 @@ pub(crate) async fn tick(
                         payload,
                         attempt: row.try_get("attempts")?,
                         unique_key: row.try_get("unique_key")?,
+                        running: row.try_get("running")?,
                     },
                 ));
             }
@@ -176,6 +240,6 @@ pub(crate) async fn tick(
 mod tests {
     #[test]
     fn every_statement_renders() {
-        crate::store::sql::assert_renders(&[super::TICK]);
+        crate::store::sql::assert_renders(&[super::TICK, super::TICK_DELETING]);
     }
 }

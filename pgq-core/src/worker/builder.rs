@@ -76,7 +76,7 @@ impl WorkerBuilder {
             rescue_interval: defaults::RESCUE_INTERVAL,
             retention: Retention::default(),
             strict_queues: false,
-            durable_completions: false,
+            durable_completions: true,
             dispatch_connections: defaults::DISPATCH_CONNECTIONS,
             upkeep_connections: defaults::UPKEEP_CONNECTIONS,
         }
@@ -124,13 +124,26 @@ impl WorkerBuilder {
 
     /// How long finished jobs are kept (default: completed 24 h, failed and cancelled 7 days).
     ///
+    /// A `completed` retention of zero keeps no completed job: the statement that completes a
+    /// job deletes it instead (graphile-worker's model), which saves the database a row version
+    /// and an index entry per job (about 15 % on the benchmark's drain, docs/performance.md).
+    /// [`Client::job`](crate::Client::job) then finds a completed job no more, and a
+    /// [`JobWatch`](crate::JobWatch) ends with [`Error::JobNotFound`](crate::Error::JobNotFound);
+    /// the few jobs completed another way (in the handler's transaction, by a drain) go with the
+    /// cleaner's next run.
+    ///
     /// ```no_run
     /// # use std::time::Duration;
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
     /// let month = Duration::from_secs(30 * 24 * 3600);
-    /// let worker = pgq_core::Worker::builder(client)
+    /// let billing = pgq_core::Worker::builder(client.clone())
     ///     .queue("billing", 4)
     ///     .retention(pgq_core::Retention { failed: month, ..Default::default() })
+    ///     .build()?;
+    /// // Keep no completed job at all: failures are all an operator looks at.
+    /// let events = pgq_core::Worker::builder(client)
+    ///     .queue("events", 16)
+    ///     .retention(pgq_core::Retention { completed: Duration::ZERO, ..Default::default() })
     ///     .build()?;
     /// # Ok(()) }
     /// ```
@@ -255,20 +268,21 @@ impl WorkerBuilder {
         self
     }
 
-    /// Whether the completions of successful attempts commit durably: on, each tick that writes
-    /// them waits for the write-ahead log to reach disk, as everything else pgq writes does. Off
-    /// (the default), ticks commit without waiting (`synchronous_commit = off` for their own
-    /// transactions), and a PostgreSQL crash can lose the last fraction of a second of claims,
-    /// starts and completions: a lost completion leaves its job held until its lease runs out and
-    /// another worker runs it again — at least once, as after a worker crash. See
-    /// docs/reliability.md and the benchmark's two drain lines in docs/performance.md.
+    /// Whether the completions of successful attempts commit durably. On (the default), each
+    /// statement that writes completions waits for the write-ahead log to reach disk, as
+    /// everything else pgq writes does; several statements in flight share one flush. Off, they
+    /// commit without waiting (`synchronous_commit = off` for their own transactions), about 3 %
+    /// faster on the benchmark's drain (docs/performance.md), and a PostgreSQL crash can lose the
+    /// last fraction of a second of them: such a job is held until its lease runs out and then
+    /// runs again — at least once, as after a worker crash. Claims and starts alone never wait
+    /// for the flush: a lost one runs the job again the same way. See docs/reliability.md.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
-    /// // Handlers with effects that must not run twice after a database crash.
+    /// // Cheap, idempotent handlers: a job run twice after a database crash is fine.
     /// let worker = pgq_core::Worker::builder(client)
-    ///     .queue("payments", 8)
-    ///     .durable_completions(true)
+    ///     .queue("thumbnails", 32)
+    ///     .durable_completions(false)
     ///     .build()?;
     /// # Ok(()) }
     /// ```

@@ -21,7 +21,7 @@ use crate::store::Store;
 use crate::store::attempt::{Failure, Fence};
 use crate::store::run;
 use crate::task_error::{TaskAction, TaskError, truncate_error};
-use crate::worker::event::JobOutcome;
+use crate::worker::event::{JobOutcome, WorkerEvent};
 use crate::worker::held::HeldJobs;
 use crate::worker::report::{Finished, Reporter};
 use crate::worker::slots::{Active, QueueSlots};
@@ -275,8 +275,10 @@ impl Completer {
         (outcome, Some(message))
     }
 
-    /// The successes of `queue` whose `running` write has landed, for its next tick. Those
-    /// whose `running` write was refused were never this attempt's to complete: reported now.
+    /// The successes of `queue` for its next tick: those whose start has landed, and those whose
+    /// start was never sent, which the tick completes with their start (see
+    /// [`Success::is_unstarted`]). Those whose start was refused were never this attempt's to
+    /// complete: reported now. Those whose start is in flight wait for it.
     pub(crate) fn take_ready(&self, queue: &str) -> Vec<Success> {
         let Some(batch) = self.queues.get(queue) else {
             return Vec::new();
@@ -292,8 +294,9 @@ impl Completer {
             handed.append(&mut lists.awaiting_start);
             for success in handed {
                 match success.state.start_status() {
-                    Start::Confirmed => ready.push(success),
-                    Start::Unconfirmed => lists.awaiting_start.push(success),
+                    // Unsent: its start is written with its completion.
+                    Start::Confirmed | Start::Unsent => ready.push(success),
+                    Start::Sent => lists.awaiting_start.push(success),
                     Start::Refused => refused.push(success),
                 }
             }
@@ -310,12 +313,25 @@ impl Completer {
     }
 
     /// Reports the successes a tick carried: completed when the tick wrote them (`written`),
-    /// fenced off otherwise.
+    /// fenced off otherwise. One completed with its start is reported started first.
     pub(crate) fn batch_written(&self, successes: Vec<Success>, written: &[JobId]) {
         if successes.is_empty() {
             return;
         }
         let written: HashSet<JobId> = written.iter().copied().collect();
+        for success in &successes {
+            if success.is_unstarted() {
+                let held = written.contains(&success.id);
+                if held {
+                    self.reporter.emit(WorkerEvent::JobStarted {
+                        id: success.id,
+                        task: success.task.clone(),
+                        attempt: success.attempt,
+                    });
+                }
+                success.state.confirm_start(held);
+            }
+        }
         let mut actives = Vec::with_capacity(successes.len());
         let finished: Vec<Finished> = successes
             .into_iter()
@@ -400,6 +416,13 @@ impl Completer {
         if let Err(err) = store::attempt::release_worker(&self.own, &self.worker_id).await {
             tracing::warn!(worker_id = %self.worker_id, error = %err, "could not release held jobs at shutdown");
         }
+    }
+}
+
+impl Success {
+    /// Whether its start was never sent: the tick that completes it writes its start too.
+    pub(crate) fn is_unstarted(&self) -> bool {
+        self.state.start_status() == Start::Unsent
     }
 }
 
@@ -506,16 +529,58 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_success_goes_with_the_first_tick_after_its_running_write() {
+    async fn a_success_whose_start_is_in_flight_waits_for_it() {
         let (completer, queue, _) = completer();
         let state = attempt(1);
+        state.start_sent();
         succeed(&completer, &queue, &state).await;
         assert!(completer.take_ready("email").is_empty(), "not started yet");
         assert_eq!(queue.active(), 1, "still to be reported");
         state.confirm_start(true);
         let ready = completer.take_ready("email");
         assert_eq!(ready.iter().map(|s| s.id).collect::<Vec<_>>(), [1.into()]);
+        assert!(!ready[0].is_unstarted(), "completed from running");
         assert!(completer.take_ready("email").is_empty(), "taken once");
+    }
+
+    #[tokio::test]
+    async fn a_success_whose_start_was_never_sent_is_completed_with_it() {
+        let (completer, queue, reporter) = completer();
+        let mut events = reporter.subscribe();
+        let (written, fenced) = (attempt(5), attempt(6));
+        for state in [&written, &fenced] {
+            succeed(&completer, &queue, state).await;
+        }
+        let ready = completer.take_ready("email");
+        assert_eq!(
+            ready.len(),
+            2,
+            "ready at once: the tick writes the start too"
+        );
+        assert!(ready.iter().all(|success| success.is_unstarted()));
+        completer.batch_written(ready, &[JobId::from(5)]);
+        let mut seen = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            match event {
+                WorkerEvent::JobStarted { id, .. } => seen.push((id.get(), "started")),
+                WorkerEvent::JobFinished { id, outcome, .. } => seen.push((
+                    id.get(),
+                    if outcome == JobOutcome::Completed {
+                        "completed"
+                    } else {
+                        "lost"
+                    },
+                )),
+                _ => {}
+            }
+        }
+        assert_eq!(
+            seen,
+            [(5, "started"), (5, "completed"), (6, "lost")],
+            "a written one is reported started, then completed"
+        );
+        assert!(written.started().await);
+        assert!(!fenced.started().await, "the fenced one's start is refused");
     }
 
     #[tokio::test]
@@ -524,6 +589,7 @@ mod tests {
         let mut events = reporter.subscribe();
         let (written, fenced) = (attempt(1), attempt(2));
         for state in [&written, &fenced] {
+            state.start_sent();
             succeed(&completer, &queue, state).await;
             state.confirm_start(true);
         }
@@ -550,6 +616,7 @@ mod tests {
     async fn a_refused_start_is_reported_lost_without_a_tick() {
         let (completer, queue, reporter) = completer();
         let state = attempt(3);
+        state.start_sent();
         succeed(&completer, &queue, &state).await;
         state.confirm_start(false);
         assert!(completer.take_ready("email").is_empty());

@@ -1,13 +1,16 @@
 //! One dispatcher per queue. Each round trip is one statement (a tick) that completes the
-//! attempts that succeeded, writes `running` for the jobs whose handlers started since the last
-//! tick, and claims more. Several ticks are in flight at once (one per dispatch connection), each
-//! on a
-//! connection of its own, so that the database works on one batch while the worker runs the next.
+//! attempts that succeeded, writes `running` for the jobs claimed ahead whose handlers started
+//! since the last tick, and claims more. Several ticks are in flight at once (one per dispatch
+//! connection), each on a connection of its own, so that the database works on one batch while
+//! the worker runs the next.
 //!
-//! A claimed job starts as soon as a slot is free, ahead of its `running` write: everything the
-//! attempt writes (progress, its outcome) waits until that write has landed, and if it does not
-//! hold — the job was rescued or released meanwhile — the handler is told to stop and its result
-//! is dropped, as for a lost lease. How many jobs each claim asks for is [`Pacing`]'s call.
+//! A claim takes the jobs for the slots free when it is sent as `running`, and those slots wait
+//! for them. A job claimed ahead of a free slot starts as soon as one frees, ahead of its
+//! `running` write: everything the attempt writes (progress, a failure) waits until that write
+//! has landed, and if it does not hold — the job was rescued or released meanwhile — the handler
+//! is told to stop and its result is dropped, as for a lost lease. A plain success whose start
+//! was not sent yet is completed with it, in one write. How many jobs each claim asks for, and
+//! how many of them run at once, is [`Pacing`]'s call.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -32,7 +35,7 @@ use crate::worker::event::WorkerEvent;
 use crate::worker::executor::Executor;
 use crate::worker::pacing::{ClaimSent, Pacing};
 use crate::worker::report::Reporter;
-use crate::worker::slots::QueueSlots;
+use crate::worker::slots::{QueueSlots, Slot};
 
 /// How long a tick waits for handlers in flight to return, so that their writes share it.
 const COALESCE_WINDOW: Duration = Duration::from_millis(1);
@@ -46,8 +49,10 @@ pub(crate) struct Dispatch {
     /// Ticks in flight at once, each on a connection of the queue's dispatch pool.
     pub(crate) ticks_in_flight: usize,
     pub(crate) batch_size: usize,
-    /// Whether ticks commit durably (see `WorkerBuilder::durable_completions`).
+    /// Whether ticks commit completions durably (see `WorkerBuilder::durable_completions`).
     pub(crate) durable: bool,
+    /// Whether ticks delete the jobs they complete (a retention of zero).
+    pub(crate) delete_completed: bool,
     pub(crate) stopping: watch::Receiver<bool>,
 }
 
@@ -74,9 +79,10 @@ struct Dispatcher {
     queue: Arc<QueueSlots>,
     store: Store,
     pacing: Pacing,
-    /// Claimed, waiting for a free slot.
+    /// Claimed, in the order they start: those claimed as `running` first, with the slots kept
+    /// for them, then those waiting for a free slot.
     claimed: VecDeque<ClaimedJob>,
-    /// Started since the last tick was sent.
+    /// Claimed ahead, started since the last tick was sent.
     starting: Vec<Starting>,
     next_poll: Instant,
     /// Connections of the dispatch pool between ticks. Kept here rather than given back: sqlx
@@ -119,6 +125,8 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
         {
             if !stop {
                 d.coalesce().await;
+                // What returned meanwhile goes with this tick.
+                ready.extend(d.dispatch.executor.completer.take_ready(&d.queue.name));
             }
             in_flight.push(d.send_tick(std::mem::take(&mut ready), stop));
             continue;
@@ -155,36 +163,50 @@ impl Dispatcher {
         self.pacing.want(self.queue.free(), self.claimed.len())
     }
 
-    /// Starts claimed jobs while slots are free.
+    /// Starts claimed jobs while slots are free, but for those kept for claims in flight.
     fn start_claimed(&mut self) {
-        let executor = &self.dispatch.executor;
-        while !self.claimed.is_empty() {
+        while !self.claimed.is_empty() && self.pacing.unreserved(self.queue.free()) > 0 {
             let Some(slot) = self.queue.try_slot() else {
                 return;
             };
             let Some(job) = self.claimed.pop_front() else {
                 return;
             };
-            let state = executor.attempt_state(&job, false);
-            let timeout = executor
-                .tasks
-                .get(&job.task)
-                .and_then(|entry| entry.timeout);
-            if !executor.held.start(&state, timeout) {
-                // Renewal found its lease gone (a long stall): it belongs to the rescuer now.
-                tracing::warn!(job = %job.id, "claimed job lost its lease while it waited for a slot");
-                continue;
-            }
+            self.start(job, slot);
+        }
+    }
+
+    /// Runs a claimed job's handler in `slot`.
+    fn start(&mut self, job: ClaimedJob, slot: Slot) {
+        let executor = &self.dispatch.executor;
+        let state = executor.attempt_state(&job, job.running);
+        let timeout = executor
+            .tasks
+            .get(&job.task)
+            .and_then(|entry| entry.timeout);
+        if !executor.held.start(&state, timeout) {
+            // Renewal found its lease gone (a long stall): it belongs to the rescuer now.
+            tracing::warn!(job = %job.id, "claimed job lost its lease while it waited for a slot");
+            return;
+        }
+        let held = Held {
+            id: job.id,
+            attempt: job.attempt,
+        };
+        if job.running {
+            self.dispatch.reporter.emit(WorkerEvent::JobStarted {
+                id: job.id,
+                task: job.task.clone(),
+                attempt: job.attempt,
+            });
+        } else {
             self.starting.push(Starting {
-                held: Held {
-                    id: job.id,
-                    attempt: job.attempt,
-                },
+                held,
                 task: job.task.clone(),
                 state: state.clone(),
             });
-            tokio::spawn(executor.clone().execute(job, state, Some(slot)));
         }
+        tokio::spawn(executor.clone().execute(job, state, Some(slot)));
     }
 
     /// Waits, at most [`COALESCE_WINDOW`], until no handler of the queue is running, starting
@@ -206,11 +228,30 @@ impl Dispatcher {
     fn send_tick(&mut self, completions: Vec<Success>, stop: bool) -> JoinHandle<Sent> {
         self.pacing.returned(self.queue.take_returned());
         let want = if stop { 0 } else { self.want() };
-        let claim = self.pacing.send(want);
+        // Slots are free for the claim's jobs only when no claimed job waits for one.
+        let free = if self.claimed.is_empty() {
+            self.queue.free()
+        } else {
+            0
+        };
+        let claim = self.pacing.send(want, free);
         if want > 0 {
             self.next_poll = Instant::now() + self.dispatch.poll_interval;
         }
+        // A success whose start was not sent is completed with it: one write, not two.
+        let unstarted: HashSet<JobId> = completions
+            .iter()
+            .filter(|success| success.is_unstarted())
+            .map(|success| success.id)
+            .collect();
+        if !unstarted.is_empty() {
+            self.starting
+                .retain(|starting| !unstarted.contains(&starting.held.id));
+        }
         let starting = std::mem::take(&mut self.starting);
+        for started in &starting {
+            started.state.start_sent();
+        }
         let dispatch = self.dispatch.clone();
         let queue = self.queue.clone();
         let store = self.store.clone();
@@ -233,7 +274,9 @@ impl Dispatcher {
                 tasks: tasks.names(),
                 leases_ms: tasks.leases_ms(),
                 claim: want,
+                run_now: claim.run_now,
                 durable: dispatch.durable,
+                delete_completed: dispatch.delete_completed,
             };
             let db = &store;
             let connection = match connection {
@@ -313,11 +356,18 @@ impl Dispatcher {
                 .held
                 .claimed(job.id, &job.task, job.attempt, lease_ms);
         }
+        // Their slots are free now: the jobs claimed as `running` start before any other.
         self.pacing.received(sent.claim, result.claimed.len());
-        self.claimed.extend(result.claimed);
+        let (running, ahead): (Vec<_>, Vec<_>) =
+            result.claimed.into_iter().partition(|job| job.running);
+        for job in running.into_iter().rev() {
+            self.claimed.push_front(job);
+        }
+        self.claimed.extend(ahead);
     }
 
-    /// Jobs claimed but not started when the worker stops go straight back to pending.
+    /// Jobs claimed but not started when the worker stops go straight back to pending (those
+    /// claimed as `running` too: their handlers never ran).
     async fn release_claimed(&mut self) {
         for job in std::mem::take(&mut self.claimed) {
             self.dispatch

@@ -8,7 +8,7 @@ use crate::job_id::JobId;
 use crate::limits;
 use crate::store;
 use crate::store::run;
-use crate::store::tick::{Held, TickRequest};
+use crate::store::tick::TickRequest;
 use crate::worker::event::{JobOutcome, WorkerEvent};
 use crate::worker::executor::Executor;
 use crate::worker::report::Reporter;
@@ -53,6 +53,7 @@ pub(crate) async fn drain(
     while drained.len() < limits::DRAIN_LIMIT {
         let mut ran = false;
         for queue in queues {
+            // Claimed as `running`: its handler starts at once.
             let request = TickRequest {
                 worker_id: &executor.worker_id,
                 complete: &[],
@@ -61,7 +62,9 @@ pub(crate) async fn drain(
                 tasks: tasks.names(),
                 leases_ms: tasks.leases_ms(),
                 claim: 1,
+                run_now: 1,
                 durable: true,
+                delete_completed: false,
             };
             let claimed = run!(db, |conn| store::tick::tick(db, conn, &request))?.claimed;
             for job in claimed {
@@ -70,20 +73,9 @@ pub(crate) async fn drain(
                 executor
                     .held
                     .claimed(id, &task, attempt, tasks.lease_ms(&task));
-                let start = [Held { id, attempt }];
-                let request = TickRequest {
-                    start: &start,
-                    claim: 0,
-                    ..request
-                };
-                let started = run!(db, |conn| store::tick::tick(db, conn, &request))?.started;
                 let state = executor.attempt_state(&job, true);
                 let timeout = tasks.get(&task).and_then(|entry| entry.timeout);
-                if !(started.contains(&id) && executor.held.start(&state, timeout)) {
-                    // Taken back between the two statements: not this drain's to run.
-                    executor.held.forget(id, attempt);
-                    continue;
-                }
+                executor.held.start(&state, timeout);
                 reporter.emit(WorkerEvent::JobStarted {
                     id,
                     task: task.clone(),

@@ -7,6 +7,9 @@
 //! free many, so claims grow up to the batch size. Only when jobs return faster than slots free
 //! does a second claim go out ahead. A claim that comes back short means the queue ran dry, unless
 //! a wake-up arrived while it was in flight (it may be for a job committed too late for it).
+//!
+//! A claim that is the only one in flight takes the jobs for the slots free when it is sent as
+//! `running`: those slots are reserved for them until it comes back.
 
 /// Round trips' worth of jobs a dispatcher holds ahead when jobs return faster than slots free.
 const CLAIMS_AHEAD: usize = 2;
@@ -21,6 +24,8 @@ pub(crate) struct Pacing {
     pace: usize,
     /// Jobs asked for by claims in flight.
     asking: usize,
+    /// Slots kept for the jobs claims in flight claim as `running`.
+    reserved: usize,
     /// False after a claim came back short, until a wake-up.
     maybe_more: bool,
     /// Wake-ups (notifications, polls) so far.
@@ -31,6 +36,8 @@ pub(crate) struct Pacing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ClaimSent {
     pub(crate) asked: usize,
+    /// How many of them, the first in claim order, are claimed as `running`.
+    pub(crate) run_now: usize,
     wakeups: u64,
 }
 
@@ -43,6 +50,7 @@ impl Pacing {
             turnover: 0,
             pace: 0,
             asking: 0,
+            reserved: 0,
             maybe_more: true,
             wakeups: 0,
         }
@@ -77,22 +85,40 @@ impl Pacing {
             .min(batch)
     }
 
-    /// A claim for `asked` jobs goes out now.
-    pub(crate) fn send(&mut self, asked: usize) -> ClaimSent {
+    /// Slots free now that no claim in flight has reserved.
+    pub(crate) fn unreserved(&self, free: usize) -> usize {
+        free.saturating_sub(self.reserved)
+    }
+
+    /// A claim for `asked` jobs goes out now, with `free` slots free and no claimed job waiting
+    /// for one. When it is the only claim in flight, as many jobs as there are free slots are
+    /// claimed as `running`, and their slots reserved; a claim that goes out while another is in
+    /// flight (jobs return faster than slots free) claims all its jobs ahead, so that reserved
+    /// slots never sit idle while claimed jobs wait.
+    pub(crate) fn send(&mut self, asked: usize, free: usize) -> ClaimSent {
+        let run_now = if self.asking == 0 {
+            asked.min(self.unreserved(free))
+        } else {
+            0
+        };
         if asked > 0 {
             self.pace = self.turnover;
             self.turnover = 0;
             self.asking += asked;
+            self.reserved += run_now;
         }
         ClaimSent {
             asked,
+            run_now,
             wakeups: self.wakeups,
         }
     }
 
-    /// The claim came back with `claimed` jobs.
+    /// The claim came back with `claimed` jobs; the slots it reserved are free for its jobs
+    /// claimed as `running`, which start first.
     pub(crate) fn received(&mut self, sent: ClaimSent, claimed: usize) {
         self.asking -= sent.asked;
+        self.reserved -= sent.run_now;
         if sent.asked > 0 && claimed < sent.asked && sent.wakeups == self.wakeups {
             // The queue ran dry: wait for a wake-up, and start small again.
             self.maybe_more = false;
@@ -104,6 +130,7 @@ impl Pacing {
     /// The claim failed: nothing was claimed, and nothing is learnt about the queue.
     pub(crate) fn failed(&mut self, sent: ClaimSent) {
         self.asking -= sent.asked;
+        self.reserved -= sent.run_now;
     }
 }
 
@@ -122,19 +149,19 @@ mod tests {
     fn claimed_jobs_and_claims_in_flight_count_as_held() {
         let mut pacing = Pacing::new(16, 256);
         assert_eq!(pacing.want(16, 4), 12);
-        pacing.send(10);
+        pacing.send(10, 0);
         assert_eq!(pacing.want(16, 4), 2);
     }
 
     #[test]
     fn slow_handlers_never_claim_ahead() {
         let mut pacing = Pacing::new(16, 256);
-        let sent = pacing.send(16);
+        let sent = pacing.send(16, 0);
         pacing.received(sent, 16);
         // Two handlers returned during the round trip: two free slots, two more asked for.
         pacing.returned(2);
         assert_eq!(pacing.want(2, 0), 4);
-        let sent = pacing.send(4);
+        let sent = pacing.send(4, 0);
         pacing.received(sent, 4);
         // Nothing returned meanwhile: the last round trip's pace still counts.
         assert_eq!(pacing.want(0, 0), 2);
@@ -151,7 +178,7 @@ mod tests {
             256,
             "one claim never asks for more than a batch"
         );
-        let sent = pacing.send(256);
+        let sent = pacing.send(256, 0);
         pacing.received(sent, 256);
         assert_eq!(pacing.want(0, 256), 256, "a second claim goes out ahead");
         assert_eq!(pacing.want(0, 512), 0, "but no third");
@@ -161,7 +188,7 @@ mod tests {
     fn a_short_claim_means_the_queue_ran_dry_until_a_wake_up() {
         let mut pacing = Pacing::new(16, 256);
         pacing.returned(40);
-        let sent = pacing.send(16);
+        let sent = pacing.send(16, 0);
         pacing.received(sent, 3);
         assert_eq!(pacing.want(16, 0), 0);
         pacing.woken();
@@ -171,7 +198,7 @@ mod tests {
     #[test]
     fn a_wake_up_during_a_claim_keeps_looking() {
         let mut pacing = Pacing::new(16, 256);
-        let sent = pacing.send(16);
+        let sent = pacing.send(16, 0);
         pacing.woken();
         pacing.received(sent, 0);
         assert_eq!(pacing.want(16, 0), 16);
@@ -180,17 +207,55 @@ mod tests {
     #[test]
     fn a_full_claim_or_one_that_asked_nothing_does_not_end_the_search() {
         let mut pacing = Pacing::new(4, 256);
-        let sent = pacing.send(4);
+        let sent = pacing.send(4, 0);
         pacing.received(sent, 4);
-        let sent = pacing.send(0);
+        let sent = pacing.send(0, 0);
         pacing.received(sent, 0);
         assert_eq!(pacing.want(4, 0), 4);
     }
 
     #[test]
+    fn jobs_for_free_slots_are_claimed_running_and_their_slots_reserved() {
+        let mut pacing = Pacing::new(16, 256);
+        pacing.returned(100);
+        let first = pacing.send(216, 16);
+        assert_eq!(first.run_now, 16, "the free slots start at once");
+        assert_eq!(pacing.unreserved(16), 0, "kept for that claim's jobs");
+        let second = pacing.send(256, 16);
+        assert_eq!(
+            second.run_now, 0,
+            "a second claim in flight gets no reserved slot"
+        );
+        pacing.received(first, 216);
+        assert_eq!(pacing.unreserved(16), 16);
+        pacing.failed(second);
+        assert_eq!(pacing.unreserved(4), 4);
+    }
+
+    #[test]
+    fn a_short_claim_reserves_no_more_than_it_asks_for() {
+        let mut pacing = Pacing::new(16, 256);
+        let sent = pacing.send(3, 16);
+        assert_eq!(sent.run_now, 3);
+        assert_eq!(pacing.unreserved(16), 13);
+        let nothing = pacing.send(0, 16);
+        assert_eq!(
+            nothing.run_now, 0,
+            "a tick without a claim reserves nothing"
+        );
+        pacing.received(nothing, 0);
+        pacing.received(sent, 1);
+        assert_eq!(
+            pacing.unreserved(16),
+            16,
+            "a short claim frees its whole reservation"
+        );
+    }
+
+    #[test]
     fn a_failed_claim_gives_back_what_it_asked_for() {
         let mut pacing = Pacing::new(8, 256);
-        let sent = pacing.send(8);
+        let sent = pacing.send(8, 0);
         assert_eq!(pacing.want(8, 0), 0);
         pacing.failed(sent);
         assert_eq!(pacing.want(8, 0), 8);

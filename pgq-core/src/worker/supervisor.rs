@@ -156,6 +156,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         ticks_in_flight: config.dispatch_connections as usize,
         batch_size: config.batch_size,
         durable: config.durable_completions,
+        delete_completed: config.cleaner.retention.completed.is_zero(),
         stopping: runtime.stopping.clone(),
     };
     let dispatchers: Vec<_> = runtime

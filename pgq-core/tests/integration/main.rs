@@ -33,3 +33,4 @@ mod worker_handler;
 mod worker_outcomes;
 mod worker_shutdown;
 mod worker_wakeup;
+mod worker_writes;

@@ -12,8 +12,10 @@ const STATES: [&str; 6] = [
     "cancelled",
 ];
 
-const ALLOWED: [(&str, &str); 12] = [
+const ALLOWED: [(&str, &str); 13] = [
     ("pending", "claimed"),
+    // A job whose handler starts in the round trip that claims it.
+    ("pending", "running"),
     ("pending", "cancelled"),
     ("claimed", "running"),
     ("claimed", "pending"),
@@ -81,14 +83,44 @@ async fn every_transition_is_allowed_or_refused_as_the_state_machine_says() {
                 Err(err) => {
                     assert!(!allowed, "{from} -> {to} was refused: {err}");
                     let message = err.to_string();
-                    assert!(
-                        message.contains(&format!("cannot move from {from} to {to}")),
-                        "{message}"
-                    );
+                    let why = if (from, to) == ("claimed", "completed") {
+                        // Allowed only with the job's start: see the test below.
+                        "cannot complete from claimed without its start".to_owned()
+                    } else {
+                        format!("cannot move from {from} to {to}")
+                    };
+                    assert!(message.contains(&why), "{message}");
                 }
             }
         }
     }
+}
+
+#[tokio::test]
+async fn a_claimed_job_completes_only_with_its_start() {
+    let db = TestDatabase::new().await;
+    let complete = "UPDATE pgq.jobs SET status = 'completed', phase = 2, completed_at = now(),
+                        started_at = $2
+                    WHERE id = $1";
+    let id = job_in(db.pool(), "claimed").await;
+    for started_at in [None, Some("2000-01-01T00:00:00Z")] {
+        let err = sqlx::query(complete)
+            .bind(id)
+            .bind(started_at.map(|at| at.parse::<chrono::DateTime<chrono::Utc>>().unwrap()))
+            .execute(db.pool())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cannot complete from claimed without its start"),
+            "started at {started_at:?}: {err}"
+        );
+    }
+    sqlx::query(sqlx::AssertSqlSafe(complete.replace("$2", "now()")))
+        .bind(id)
+        .execute(db.pool())
+        .await
+        .expect("with its start, after its claim, a claimed job completes");
 }
 
 #[tokio::test]
