@@ -123,7 +123,9 @@ impl Completer {
     }
 
     /// Ends an attempt. A plain success under a dispatcher waits for its queue's next tick and
-    /// is reported then (`None` here); every other outcome is written and reported now.
+    /// is reported then (`None` here); every other outcome is written and reported now, by a
+    /// future of its own on the heap: the statements' futures are large, and every attempt's
+    /// task, which is moved into place as it is spawned, would carry them.
     pub(crate) async fn end(&self, ended: Ended) -> Option<(JobOutcome, Option<String>)> {
         let Ended {
             task,
@@ -142,7 +144,7 @@ impl Completer {
         if let Some(active) = active {
             if plain_success && let Some(batch) = self.queues.get(queue.as_str()) {
                 if state.has_unwritten_progress() && state.started().await {
-                    state.flush().await;
+                    Box::pin(state.flush()).await;
                 }
                 batch.hand_over(Success {
                     id: state.id,
@@ -153,12 +155,12 @@ impl Completer {
                 });
                 return None;
             }
-            let ended = self.end_now(task, &queue, state, returned).await;
+            let ended = Box::pin(self.end_now(task, &queue, state, returned)).await;
             // Reported: a stopping worker no longer waits for it.
             drop(active);
             return Some(ended);
         }
-        Some(self.end_now(task, &queue, state, returned).await)
+        Some(Box::pin(self.end_now(task, &queue, state, returned)).await)
     }
 
     async fn end_now(

@@ -4,20 +4,31 @@
 //! `pg_stat_activity`:
 //!
 //! - `pgq-dispatch:<queue>`: per queue, one connection per tick the dispatcher may have in
-//!   flight ([`WorkerBuilder::dispatch_connections`](crate::WorkerBuilder::dispatch_connections));
+//!   flight ([`WorkerBuilder::dispatch_connections`](crate::WorkerBuilder::dispatch_connections)),
+//!   which run the tick alone and keep one plan for it (see [`dispatch_pool`]);
 //! - `pgq-upkeep`: lease renewal, rescue, cleaning and releases
 //!   ([`WorkerBuilder::upkeep_connections`](crate::WorkerBuilder::upkeep_connections));
 //! - `pgq-listen`: the one LISTEN connection (none behind a transaction pooler).
 
 use sqlx::PgPool;
 
-/// A pool like `pool`, of at most `connections`, its connections named `application_name`.
-fn like(pool: &PgPool, connections: u32, application_name: &str) -> PgPool {
-    let options = pool
+/// A pool like `pool`, of at most `connections`, its connections named `application_name` and
+/// given `settings` at their start.
+fn like(
+    pool: &PgPool,
+    connections: u32,
+    application_name: &str,
+    settings: &[(&str, &str)],
+) -> PgPool {
+    let mut options = pool
         .connect_options()
         .as_ref()
         .clone()
         .application_name(application_name);
+    // Only when there are any: sqlx sends an empty `options` otherwise, which poolers refuse.
+    if !settings.is_empty() {
+        options = options.options(settings.iter().copied());
+    }
     pool.options()
         .clone()
         .max_connections(connections)
@@ -27,18 +38,35 @@ fn like(pool: &PgPool, connections: u32, application_name: &str) -> PgPool {
         .connect_lazy_with(options)
 }
 
-/// One queue's dispatcher connections.
-pub(crate) fn dispatch_pool(pool: &PgPool, queue: &str, connections: u32) -> PgPool {
-    like(pool, connections, &format!("pgq-dispatch:{queue}"))
+/// Settings of a dispatch connection: the tick keeps one plan, built once (index scans whatever
+/// the claim's size), instead of PostgreSQL planning it anew on every call, which costs as much
+/// as running it. A plan is kept only when it cannot go wrong as the table grows: never a scan of
+/// the whole table, even when it was built on an empty one. PostgreSQL builds it again when the
+/// table's statistics change.
+const ONE_PLAN: &[(&str, &str)] = &[
+    ("plan_cache_mode", "force_generic_plan"),
+    ("enable_seqscan", "off"),
+];
+
+/// One queue's dispatcher connections. Behind a transaction pooler, which refuses settings in a
+/// connection's startup and keeps no session state, they are plain.
+pub(crate) fn dispatch_pool(pool: &PgPool, queue: &str, connections: u32, pooled: bool) -> PgPool {
+    let settings = if pooled { &[][..] } else { ONE_PLAN };
+    like(
+        pool,
+        connections,
+        &format!("pgq-dispatch:{queue}"),
+        settings,
+    )
 }
 
 /// A small pool of its own for lease renewal and maintenance, so that handlers holding every
 /// connection of the client's pool cannot starve them.
 pub(crate) fn upkeep_pool(pool: &PgPool, connections: u32) -> PgPool {
-    like(pool, connections, "pgq-upkeep")
+    like(pool, connections, "pgq-upkeep", &[])
 }
 
 /// The listener's one connection.
 pub(crate) fn listen_pool(pool: &PgPool) -> PgPool {
-    like(pool, 1, "pgq-listen")
+    like(pool, 1, "pgq-listen", &[])
 }

@@ -62,7 +62,12 @@ impl Runtime {
         let dispatch_pools = queues
             .iter()
             .map(|queue| {
-                connections::dispatch_pool(client.pool(), &queue.name, config.dispatch_connections)
+                connections::dispatch_pool(
+                    client.pool(),
+                    &queue.name,
+                    config.dispatch_connections,
+                    client.is_pooled(),
+                )
             })
             .collect();
         let upkeep_pool = connections::upkeep_pool(client.pool(), config.upkeep_connections);
