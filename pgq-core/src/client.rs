@@ -17,6 +17,7 @@ use crate::job_id::JobId;
 use crate::kept_connection::KeptConnection;
 use crate::maintenance::cleaner::{self, Retention};
 use crate::maintenance::rescuer;
+use crate::migrate::Migration;
 use crate::schema::Schema;
 use crate::stats::QueueStats;
 use crate::store;
@@ -252,6 +253,21 @@ impl Client {
     /// ```
     pub async fn migrate(&self) -> Result<()> {
         store::schema::migrate(&self.store).await
+    }
+
+    /// pgq's migrations as SQL scripts for the client's schema, for a migration tool of yours;
+    /// see [`migrations`](crate::migrations). [`migrate`](Self::migrate) finds them applied.
+    ///
+    /// ```no_run
+    /// # async fn example(pool: sqlx::PgPool) -> pgq_core::Result<()> {
+    /// let client = pgq_core::Client::new(pool).with_schema("billing_jobs")?;
+    /// for migration in client.migrations() {
+    ///     println!("-- {}\n{}", migration.name, migration.sql);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn migrations(&self) -> Vec<Migration> {
+        crate::migrate::scripts(self.store.schema())
     }
 
     /// Enqueues a task with its `#[task(...)]` settings.

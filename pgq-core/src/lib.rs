@@ -41,7 +41,7 @@ pub use handler::Handler;
 pub use job::{AttemptError, Job, JobStatus};
 pub use job_id::{JobId, ParseJobIdError};
 pub use maintenance::cleaner::Retention;
-pub use migrate::migrate;
+pub use migrate::{Migration, migrate, migrations};
 pub use registry::{Registry, TaskRegistration};
 pub use stats::QueueStats;
 pub use task::Task;

@@ -1,4 +1,5 @@
-//! Applying pgq's schema; see `store::schema` for the migrations and how they are applied.
+//! Applying pgq's schema, or handing its SQL to a migration tool of the team's; see
+//! `store::schema` for the migrations and how they are applied.
 
 use sqlx::PgPool;
 
@@ -19,4 +20,44 @@ use crate::store::{self, Store};
 pub async fn migrate(pool: &PgPool) -> Result<()> {
     let store = Store::new(pool.clone(), defaults::STATEMENT_TIMEOUT, Schema::default());
     store::schema::migrate(&store).await
+}
+
+/// One of pgq's migrations as a SQL script, for teams that apply DDL with tools of their own
+/// (sqlx migrate, Flyway, Atlas, dbmate): see [`migrations`] and
+/// [`Client::migrations`](crate::Client::migrations).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Migration {
+    /// Its number, from 1; apply them in this order.
+    pub version: i64,
+    /// The name of its file in `migrations/`: `0001_jobs.sql`, ….
+    pub name: &'static str,
+    /// The script: the migration, in its schema, with the bookkeeping that lets
+    /// [`migrate`] find it applied.
+    pub sql: String,
+}
+
+/// pgq's migrations as scripts for schema `pgq`, in order, each to run once in a transaction.
+/// Each creates the schema if need be, runs its migration under the search path pgq's own
+/// functions keep (`pg_catalog, pgq`), and records itself in `pgq.migrations`, so that
+/// [`migrate`] and [`Client::migrate`](crate::Client::migrate) find it applied and do nothing
+/// more; a later pgq's new migrations are new scripts. For another schema, see
+/// [`Client::migrations`](crate::Client::migrations).
+///
+/// ```no_run
+/// // Vendor pgq's schema into a dbmate or sqlx-migrate directory.
+/// for migration in pgq_core::migrations() {
+///     let file = format!("db/migrations/{:04}_pgq_{}", migration.version, migration.name);
+///     std::fs::write(file, migration.sql).unwrap();
+/// }
+/// ```
+pub fn migrations() -> Vec<Migration> {
+    scripts(&Schema::default())
+}
+
+pub(crate) fn scripts(schema: &Schema) -> Vec<Migration> {
+    store::schema::scripts(schema.name())
+        .into_iter()
+        .map(|(version, name, sql)| Migration { version, name, sql })
+        .collect()
 }

@@ -4,9 +4,15 @@
 //! pgq keeps its own bookkeeping in `pgq.migrations`; the application's `_sqlx_migrations` is
 //! never touched. One transaction, under a transaction-scoped advisory lock, applies every
 //! missing migration, so concurrent callers wait for each other and then find nothing to do.
+//!
+//! [`scripts`] gives the same migrations as plain SQL for teams that apply DDL with tools of
+//! their own: each script does what `migrate` does for its version, bookkeeping included, so
+//! that `migrate` finds it applied.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
+use md5::{Digest, Md5};
 use sqlx::AssertSqlSafe;
 
 use crate::error::{Error, Result};
@@ -81,6 +87,46 @@ const CHECKSUM: &str = "SELECT md5($1)";
 
 const RECORD: &str =
     "INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, $2, md5($3))";
+
+/// The md5 of a migration's text, as the bookkeeping records it (`md5()` in SQL).
+fn checksum(sql: &str) -> String {
+    Md5::digest(sql.as_bytes())
+        .iter()
+        .fold(String::with_capacity(32), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
+}
+
+/// Every migration as a script for `schema`: `(version, name, sql)`. A script creates the schema
+/// and the bookkeeping table if need be, runs the migration under the search path `migrate`
+/// uses (functions keep it), and records itself; run each once, in order, in a transaction.
+pub(crate) fn scripts(schema: &str) -> Vec<(i64, &'static str, String)> {
+    MIGRATIONS
+        .iter()
+        .map(|migration| {
+            let mut sql = format!(
+                "-- pgq migration {name} for schema \"{schema}\". Apply the scripts in order, each \
+                 once;\n-- pgq's migrate() finds them applied.\n\
+                 CREATE SCHEMA IF NOT EXISTS \"{schema}\";\n\
+                 SET search_path = pg_catalog, \"{schema}\";\n",
+                name = migration.name,
+            );
+            sql.push_str(sql::in_schema(BOOKKEEPING, schema).trim());
+            sql.push_str(";\n\n");
+            sql.push_str(sql::in_schema(migration.sql, schema).trim_end());
+            let _ = write!(
+                sql,
+                "\n\nINSERT INTO \"{schema}\".migrations (version, name, checksum)\n\
+                 VALUES ({}, '{}', '{}');\nRESET search_path;\n",
+                migration.version,
+                migration.name,
+                checksum(migration.sql),
+            );
+            (migration.version, migration.name, sql)
+        })
+        .collect()
+}
 
 /// Applies every migration the database lacks, in one transaction. DDL runs with a search path
 /// of `pg_catalog` and the schema alone, so that what it creates refers to nothing of anyone
@@ -173,7 +219,25 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::MIGRATIONS;
+    use super::{MIGRATIONS, checksum, scripts};
+
+    #[test]
+    fn checksums_are_md5_in_hex() {
+        assert_eq!(checksum(""), "d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(checksum("abc"), "900150983cd24fb0d6963f7d28e17f72");
+    }
+
+    #[test]
+    fn each_script_records_itself_in_its_schema() {
+        let scripts = scripts("billing_jobs");
+        assert_eq!(scripts.len(), MIGRATIONS.len());
+        for ((version, name, sql), migration) in scripts.iter().zip(MIGRATIONS) {
+            assert_eq!((*version, *name), (migration.version, migration.name));
+            assert!(sql.contains("CREATE SCHEMA IF NOT EXISTS \"billing_jobs\""));
+            assert!(sql.contains(&format!("'{}'", checksum(migration.sql))));
+            assert!(!sql.contains("pgq."), "every name is in the schema: {name}");
+        }
+    }
 
     #[test]
     fn every_file_is_embedded_in_order() {

@@ -274,3 +274,108 @@ async fn jobs_keep_their_phase_through_the_upgrade_to_typed_columns() {
         .await;
     assert!(refused.is_err(), "a completed job moved back to pending");
 }
+
+/// Applies pgq's scripts as a migration tool does: each in a transaction of its own, on a
+/// connection that keeps the tool's search path.
+async fn apply_scripts(db: &TestDatabase, scripts: Vec<pgq_core::Migration>) {
+    let mut conn = db.pool().acquire().await.unwrap();
+    for migration in scripts {
+        let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(migration.sql))
+            .execute(&mut *tx)
+            .await
+            .unwrap_or_else(|err| panic!("{}: {err}", migration.name));
+        tx.commit().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_schema_applied_by_another_tool_from_pgqs_scripts_is_recognised() {
+    use pgq_core::{Client, JobOutcome, Task};
+
+    #[derive(serde::Serialize, serde::Deserialize, Task)]
+    #[task(queue = "vendored")]
+    struct Vendored;
+    #[pgq_core::async_trait]
+    impl pgq_core::Handler for Vendored {
+        async fn handle(self, _ctx: &pgq_core::JobContext) -> Result<(), pgq_core::TaskError> {
+            Ok(())
+        }
+    }
+
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let client = Client::new(db.pool().clone())
+        .with_schema("vendored_jobs")
+        .unwrap();
+    let scripts = client.migrations();
+    assert_eq!(
+        scripts.iter().map(|m| m.version).collect::<Vec<_>>(),
+        (1..=scripts.len() as i64).collect::<Vec<_>>(),
+        "every version, in order"
+    );
+    assert_eq!(
+        pgq_core::migrations().len(),
+        scripts.len(),
+        "the same migrations for schema pgq"
+    );
+    apply_scripts(&db, scripts).await;
+
+    // migrate() finds everything applied and runs no DDL: a role that may not create anything
+    // in the database can run it.
+    sqlx::raw_sql(
+        "CREATE ROLE vendored_app LOGIN;
+         GRANT USAGE ON SCHEMA vendored_jobs TO vendored_app;
+         GRANT SELECT ON vendored_jobs.migrations TO vendored_app;",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let app_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(db.connect_options().username("vendored_app"))
+        .await
+        .unwrap();
+    let as_app = Client::new(app_pool.clone())
+        .with_schema("vendored_jobs")
+        .unwrap();
+    let migrated = as_app.migrate().await;
+    app_pool.close().await;
+    sqlx::raw_sql("DROP OWNED BY vendored_app; DROP ROLE vendored_app")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    migrated.expect("up to date: nothing to apply, no privilege needed");
+    client.migrate().await.unwrap();
+
+    // The functions keep pgq's own search path, whatever the tool's was.
+    let paths: Vec<String> = sqlx::query_scalar(
+        "SELECT array_to_string(p.proconfig, ',') FROM pg_proc p
+         JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'vendored_jobs'",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    assert!(!paths.is_empty());
+    for path in paths {
+        assert_eq!(path, "search_path=pg_catalog, vendored_jobs");
+    }
+
+    // And pgq runs on it.
+    let id = client.enqueue(Vendored).await.unwrap().id();
+    let drained = pgq_core::Worker::builder(client)
+        .queue("vendored", 1)
+        .build()
+        .unwrap()
+        .drain()
+        .await
+        .unwrap();
+    assert_eq!(drained.len(), 1);
+    assert_eq!(
+        (drained[0].id, drained[0].outcome),
+        (id, JobOutcome::Completed)
+    );
+}

@@ -1,0 +1,156 @@
+//! The standard workload: what docs/performance.md compares with the raw-SQL floor.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pgq_core::{Client, Worker, WorkerEvent};
+
+use crate::Outcome;
+use crate::drain::{Completions, drain};
+use crate::measure::{checkpoint, per_second, quantile};
+use crate::settings::Settings;
+use crate::tasks::{Noop, Ping, Starts, enqueue_bulk};
+
+/// Fills the table with `count` completed jobs, as a busy queue's history looks, then vacuums
+/// it as autovacuum would have. Inserted directly (the insert guard is lifted meanwhile): the
+/// point is the table's size, not how the rows got there.
+async fn add_completed_rows(pool: &sqlx::PgPool, count: u64) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::raw_sql("ALTER TABLE pgq.jobs DISABLE TRIGGER jobs_guard_insert")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO pgq.jobs (task, queue, payload, status, phase, attempts, worker_id,
+                               claimed_at, started_at, completed_at, progress)
+         SELECT 'Noop', 'bench', jsonb_build_object('n', g), 'completed', 2, 1, 'history',
+                now(), now(), now(), 100
+         FROM generate_series(1, $1) AS g",
+    )
+    .bind(count as i64)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::raw_sql("ALTER TABLE pgq.jobs ENABLE TRIGGER jobs_guard_insert")
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    sqlx::raw_sql("VACUUM ANALYZE pgq.jobs")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Single and bulk enqueues, the drain (in each completion mode), the drain over a long
+/// history, and an idle worker's wake-up latency.
+pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
+    let pool = client.pool();
+    let client = client.clone();
+
+    checkpoint(pool).await;
+    let started = Instant::now();
+    for n in 0..s.single {
+        client.enqueue(Noop { n }).await?;
+    }
+    println!(
+        "enqueue_single_per_s {:.0}",
+        per_second(s.single, started.elapsed())
+    );
+
+    checkpoint(pool).await;
+    let started = Instant::now();
+    enqueue_bulk(&client, s.bulk, s.bulk_batch).await?;
+    println!(
+        "enqueue_bulk_per_s {:.0}",
+        per_second(s.bulk, started.elapsed())
+    );
+
+    let total = s.single + s.bulk;
+    checkpoint(pool).await;
+    let elapsed = drain(&client, s.concurrency, total, Completions::Default).await?;
+    println!("drain_per_s {:.0}", per_second(total, elapsed));
+
+    // The same drain with the other choices a worker offers for its completions, each on a
+    // table as the first found it: the completed jobs deleted and vacuumed away, the same jobs
+    // enqueued again.
+    for (name, completions) in [
+        ("drain_async_commit_per_s", Completions::Async),
+        ("drain_deleting_completed_per_s", Completions::Deleted),
+    ] {
+        if !s.modes {
+            break;
+        }
+        sqlx::raw_sql("DELETE FROM pgq.jobs").execute(pool).await?;
+        sqlx::raw_sql("VACUUM ANALYZE pgq.jobs")
+            .execute(pool)
+            .await?;
+        enqueue_bulk(&client, total, s.bulk_batch).await?;
+        checkpoint(pool).await;
+        let elapsed = drain(&client, s.concurrency, total, completions).await?;
+        println!("{name} {:.0}", per_second(total, elapsed));
+    }
+
+    if s.completed > 0 {
+        add_completed_rows(pool, s.completed).await?;
+        enqueue_bulk(&client, total, s.bulk_batch).await?;
+        checkpoint(pool).await;
+        let elapsed = drain(&client, s.concurrency, total, Completions::Default).await?;
+        println!(
+            "drain_with_{}_completed_per_s {:.0}",
+            s.completed,
+            per_second(total, elapsed)
+        );
+    }
+
+    // An idle worker on an idle database: the drains' dead rows are vacuumed first, as
+    // autovacuum would have done, instead of during the measurement.
+    sqlx::raw_sql("VACUUM ANALYZE pgq.jobs")
+        .execute(pool)
+        .await?;
+    checkpoint(pool).await;
+    let starts: Starts = Arc::default();
+    let worker = Worker::builder(client.clone())
+        .queue("latency", s.concurrency)
+        .poll_interval(Duration::from_secs(3600))
+        .state(starts.clone())
+        .build()?;
+    let mut events = worker.events();
+    let handle = worker.start();
+    while !matches!(events.recv().await?, WorkerEvent::ListenerConnected) {}
+    // One untimed job first, so that the measured ones find the worker's and the client's
+    // statements prepared, as a worker that has been running for a while does.
+    client.enqueue(Ping { seq: s.latency }).await?;
+    handle.stats().wait_for(|st| st.completed >= 1).await?;
+    let mut enqueued = HashMap::new();
+    let mut enqueue_calls = Vec::new();
+    for seq in 0..s.latency {
+        let at = Instant::now();
+        client.enqueue(Ping { seq }).await?;
+        enqueue_calls.push(at.elapsed().as_secs_f64() * 1000.0);
+        enqueued.insert(seq, at);
+        tokio::time::sleep(s.latency_gap).await;
+    }
+    handle
+        .stats()
+        .wait_for(|st| st.completed > s.latency)
+        .await?;
+    handle.shutdown().await?;
+    let mut latencies: Vec<f64> = {
+        let starts = starts.lock().unwrap();
+        enqueued
+            .iter()
+            .map(|(seq, at)| (starts[seq] - *at).as_secs_f64() * 1000.0)
+            .collect()
+    };
+    // `--latency 0` measures none.
+    if !latencies.is_empty() {
+        println!("latency_p50_ms {:.2}", quantile(&mut latencies, 0.50));
+        println!("latency_p99_ms {:.2}", quantile(&mut latencies, 0.99));
+        // The enqueue call alone, its durable commit included: the part of the latency that is
+        // the database's before any worker can see the job.
+        println!(
+            "latency_enqueue_p50_ms {:.2}",
+            quantile(&mut enqueue_calls, 0.50)
+        );
+    }
+    Ok(())
+}
