@@ -2,7 +2,7 @@
 //! after its lease runs out, or after an operator releases the dead worker's jobs.
 
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pgq_core::{
     Client, Handler, JobContext, JobId, JobOutcome, JobStatus, Task, TaskError, Worker,
@@ -32,8 +32,13 @@ impl Handler for Work {
 /// Starts the example with a 1 s lease, waits for its job to start, and kills it with SIGKILL.
 /// Returns the dead worker's id and its job.
 async fn kill_mid_job(db: &TestDatabase) -> (String, JobId) {
+    kill_mid_job_with(db, &["--work-ms", "600000", "--lease-ms", "1000"]).await
+}
+
+/// Starts the example with `args`, waits for its job to start, and kills it with SIGKILL.
+async fn kill_mid_job_with(db: &TestDatabase, args: &[&str]) -> (String, JobId) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_graceful_shutdown"))
-        .args(["--work-ms", "600000", "--lease-ms", "1000"])
+        .args(args)
         .env("DATABASE_URL", db.url())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -71,6 +76,10 @@ async fn complete_with_a_new_worker(client: &Client, id: JobId) {
         .queue("shutdown-demo", 1)
         .build()
         .unwrap();
+    await_completion(worker, id).await;
+}
+
+async fn await_completion(worker: Worker, id: JobId) {
     let mut events = worker.events();
     let handle = worker.start();
     let finished = async {
@@ -132,4 +141,81 @@ async fn an_operator_releases_a_dead_workers_jobs_in_one_call() {
     complete_with_a_new_worker(&client, id).await;
     let job = client.job(id).await.unwrap().unwrap();
     assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
+}
+
+#[tokio::test]
+async fn a_killed_workers_jobs_are_taken_back_long_before_their_leases_run_out() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    // A 60 s lease; a heartbeat every 200 ms, so dead 800 ms after the last one.
+    let (dead, id) = kill_mid_job_with(
+        &db,
+        &[
+            "--work-ms",
+            "600000",
+            "--lease-ms",
+            "60000",
+            "--heartbeat-ms",
+            "200",
+        ],
+    )
+    .await;
+    let killed = Instant::now();
+
+    // Another worker's rescuer, looking every 200 ms, finds the dead registration.
+    let survivor = Worker::builder(client.clone())
+        .queue("shutdown-demo", 1)
+        .rescue_interval(Duration::from_millis(200))
+        .poll_interval(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let mut events = survivor.events();
+    let handle = survivor.start();
+    let taken_back = async {
+        loop {
+            let job = client.job(id).await.unwrap().unwrap();
+            if job.status == JobStatus::Pending {
+                return job;
+            }
+            // Not a wait for work: the row is read again until the rescuer has moved it.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let job = tokio::time::timeout(LIMIT, taken_back)
+        .await
+        .expect("the dead worker's job is taken back");
+    assert!(
+        killed.elapsed() < Duration::from_secs(30),
+        "taken back after {:?}, not after the 60 s lease",
+        killed.elapsed()
+    );
+    let error = job.last_error.unwrap();
+    assert!(
+        error.contains(&dead) && error.contains("heartbeat"),
+        "{error}"
+    );
+    assert!(
+        client.workers().await.unwrap().iter().all(|w| w.id != dead),
+        "the dead worker is no longer listed"
+    );
+
+    db.make_due(id).await; // skip the retry backoff
+    let finished = async {
+        loop {
+            if let WorkerEvent::JobFinished {
+                id: done, outcome, ..
+            } = events.recv().await.unwrap()
+                && done == id
+            {
+                return outcome;
+            }
+        }
+    };
+    let outcome = tokio::time::timeout(LIMIT, finished)
+        .await
+        .expect("job finished");
+    assert_eq!(outcome, JobOutcome::Completed);
+    handle.shutdown().await.unwrap();
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 2));
 }

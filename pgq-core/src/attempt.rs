@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
+use crate::attempt_trace::AttemptTrace;
 use crate::client::Client;
 use crate::job_id::JobId;
 use crate::limits;
@@ -51,6 +52,8 @@ pub(crate) struct AttemptState {
     pub(crate) id: JobId,
     pub(crate) attempt: i32,
     pub(crate) backend: Backend,
+    /// The span the handler runs in, and what the attempt's log line and metrics need.
+    pub(crate) trace: AttemptTrace,
     /// Fires when the job is cancelled or the lease is lost: stop, the result will not count.
     stop: watch::Sender<bool>,
     /// Whether the job's start has been written. A worker starts the handler of a job claimed
@@ -82,20 +85,32 @@ pub(crate) enum Start {
 
 impl AttemptState {
     /// An attempt whose job is already `running`.
-    pub(crate) fn new(id: JobId, attempt: i32, backend: Backend) -> Arc<Self> {
-        Self::with_start(id, attempt, backend, Start::Confirmed)
+    pub(crate) fn new(id: JobId, attempt: i32, backend: Backend, trace: AttemptTrace) -> Arc<Self> {
+        Self::with_start(id, attempt, backend, trace, Start::Confirmed)
     }
 
     /// An attempt started ahead of its `running` write; see [`confirm_start`](Self::confirm_start).
-    pub(crate) fn unconfirmed(id: JobId, attempt: i32, backend: Backend) -> Arc<Self> {
-        Self::with_start(id, attempt, backend, Start::Unsent)
+    pub(crate) fn unconfirmed(
+        id: JobId,
+        attempt: i32,
+        backend: Backend,
+        trace: AttemptTrace,
+    ) -> Arc<Self> {
+        Self::with_start(id, attempt, backend, trace, Start::Unsent)
     }
 
-    fn with_start(id: JobId, attempt: i32, backend: Backend, start: Start) -> Arc<Self> {
+    fn with_start(
+        id: JobId,
+        attempt: i32,
+        backend: Backend,
+        trace: AttemptTrace,
+        start: Start,
+    ) -> Arc<Self> {
         Arc::new(Self {
             id,
             attempt,
             backend,
+            trace,
             stop: watch::channel(false).0,
             start: watch::channel(start).0,
             cancel_requested: AtomicBool::new(false),
@@ -305,10 +320,11 @@ mod tests {
     use std::time::Duration;
 
     use super::{AttemptState, Backend};
+    use crate::attempt_trace::AttemptTrace;
 
     fn unconfirmed() -> std::sync::Arc<AttemptState> {
         let backend = Backend::Recording(Mutex::default());
-        AttemptState::unconfirmed(7.into(), 1, backend)
+        AttemptState::unconfirmed(7.into(), 1, backend, AttemptTrace::none())
     }
 
     #[tokio::test]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::PgConnection;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
+use tracing::Instrument;
 
 use crate::cancellation::Cancellation;
 use crate::defaults;
@@ -15,6 +16,7 @@ use crate::error::Result;
 use crate::job::Job;
 use crate::job_id::JobId;
 use crate::kept_connection::KeptConnection;
+use crate::live_worker::LiveWorker;
 use crate::maintenance::cleaner::{self, Retention};
 use crate::maintenance::rescuer;
 use crate::migrate::Migration;
@@ -306,24 +308,30 @@ impl Client {
         let template = enqueue::template::<T>(&options)?;
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
         let wakeup = self.wakeups.enqueue(&self.store, template.queue);
-        let mut conn = self.kept.acquire(&self.store).await?;
-        let inserted = on!(self.store, &mut conn, |c| store::enqueue::insert_one(
-            &self.store,
-            c,
-            &template,
-            &task.payload,
-            task.unique_key.as_deref(),
-            options.replace,
-            wakeup.notifies(),
-        ));
-        let enqueued = match inserted {
-            Ok(enqueued) => enqueued,
-            Err(err) => {
-                conn.discard_if_unresponsive(&err);
-                return Err(err);
+        let inserted = async {
+            let mut conn = self.kept.acquire(&self.store).await?;
+            let inserted = on!(self.store, &mut conn, |c| store::enqueue::insert_one(
+                &self.store,
+                c,
+                &template,
+                &task.payload,
+                task.unique_key.as_deref(),
+                options.replace,
+                wakeup.notifies(),
+            ));
+            match inserted {
+                Ok(enqueued) => {
+                    conn.keep(self.store.pool());
+                    Ok(enqueued)
+                }
+                Err(err) => {
+                    conn.discard_if_unresponsive(&err);
+                    Err(err)
+                }
             }
         };
-        conn.keep(self.store.pool());
+        let enqueued = inserted.instrument(template.span(1)).await?;
+        template.count(&[enqueued]);
         Ok(enqueued)
     }
 
@@ -367,7 +375,7 @@ impl Client {
     ) -> Result<Enqueued> {
         let template = enqueue::template::<T>(&options)?;
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
-        store::enqueue::insert_one(
+        let enqueued = store::enqueue::insert_one(
             &self.store,
             conn,
             &template,
@@ -376,7 +384,10 @@ impl Client {
             options.replace,
             true,
         )
-        .await
+        .instrument(template.span(1))
+        .await?;
+        template.count(&[enqueued]);
+        Ok(enqueued)
     }
 
     /// Enqueues many tasks of one type in one statement, honouring unique keys (also between
@@ -432,13 +443,19 @@ impl Client {
         if payloads.is_empty() {
             return Ok(Vec::new());
         }
-        run!(self.store, |conn| store::enqueue::insert_many(
-            &self.store,
-            conn,
-            &template,
-            &payloads,
-            &unique_keys
-        ))
+        let enqueued = async {
+            run!(self.store, |conn| store::enqueue::insert_many(
+                &self.store,
+                conn,
+                &template,
+                &payloads,
+                &unique_keys
+            ))
+        }
+        .instrument(template.span(payloads.len()))
+        .await?;
+        template.count(&enqueued);
+        Ok(enqueued)
     }
 
     /// [`enqueue_many`](Self::enqueue_many) inside the caller's transaction: the jobs exist if
@@ -496,7 +513,12 @@ impl Client {
         if payloads.is_empty() {
             return Ok(Vec::new());
         }
-        store::enqueue::insert_many(&self.store, conn, &template, &payloads, &unique_keys).await
+        let enqueued =
+            store::enqueue::insert_many(&self.store, conn, &template, &payloads, &unique_keys)
+                .instrument(template.span(payloads.len()))
+                .await?;
+        template.count(&enqueued);
+        Ok(enqueued)
     }
 
     /// The job with this id, or `None` if there is none (never enqueued, or deleted).
@@ -578,6 +600,21 @@ impl Client {
         store::attempt::release_worker(&self.store, worker_id).await
     }
 
+    /// The worker processes alive now, oldest first: each registers when it starts,
+    /// heartbeats (see [`WorkerBuilder::heartbeat_interval`](crate::WorkerBuilder::heartbeat_interval))
+    /// and is removed at a clean shutdown; one that stopped heartbeating is not listed.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// for worker in client.workers().await? {
+    ///     println!("{} on {}: {} jobs held, last seen {}", worker.id, worker.host, worker.held, worker.heartbeat_at);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn workers(&self) -> Result<Vec<LiveWorker>> {
+        store::workers::live(&self.store).await
+    }
+
     /// Rescues every job whose lease expired now, as each worker's rescuer does periodically.
     /// Returns the rescued ids.
     ///
@@ -588,7 +625,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn rescue_expired(&self) -> Result<Vec<JobId>> {
-        rescuer::rescue(&self.store).await
+        let rescued = rescuer::rescue(&self.store).await?;
+        Ok(rescued.into_iter().map(|(id, _)| id).collect())
     }
 
     /// Deletes finished jobs past `retention`, as each worker's cleaner does periodically.
@@ -609,8 +647,10 @@ impl Client {
         cleaner::clean(&self.store, retention).await
     }
 
-    /// Per-queue counts by status, lag, and recent failures; one [`QueueStats`] per queue that
-    /// has jobs, ordered by queue name.
+    /// Per-queue counts of waiting and held jobs, lag, and completion, failure and
+    /// cancellation rates over the last [`STATS_WINDOW`](crate::defaults::STATS_WINDOW); one
+    /// [`QueueStats`] per queue with active jobs or jobs finished within the window, ordered by
+    /// queue name. It reads active jobs and the window's finished ones, never the whole history.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
@@ -620,6 +660,6 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn stats(&self) -> Result<Vec<QueueStats>> {
-        store::maintenance::stats(&self.store).await
+        store::maintenance::stats(&self.store, defaults::STATS_WINDOW).await
     }
 }

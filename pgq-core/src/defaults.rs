@@ -172,6 +172,16 @@ pub const POOLED_POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// ```
 pub const DISPATCH_CONNECTIONS: u32 = 3;
 
+/// How often a worker heartbeats its registration (`WorkerBuilder::heartbeat_interval`). A
+/// worker that misses four in a row counts as dead: any other worker's rescuer takes its jobs
+/// back without waiting for their leases.
+///
+/// ```
+/// # use std::time::Duration;
+/// assert_eq!(pgq_core::defaults::HEARTBEAT_INTERVAL, Duration::from_secs(5));
+/// ```
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Connections a worker keeps for its upkeep: see
 /// [`WorkerBuilder::upkeep_connections`](crate::WorkerBuilder::upkeep_connections).
 ///
@@ -179,3 +189,11 @@ pub const DISPATCH_CONNECTIONS: u32 = 3;
 /// assert_eq!(pgq_core::defaults::UPKEEP_CONNECTIONS, 2);
 /// ```
 pub const UPKEEP_CONNECTIONS: u32 = 2;
+
+/// The window over which [`Client::stats`](crate::Client::stats) measures how fast jobs finish:
+/// the last 5 minutes.
+///
+/// ```
+/// assert_eq!(pgq_core::defaults::STATS_WINDOW.as_secs(), 300);
+/// ```
+pub const STATS_WINDOW: Duration = Duration::from_secs(300);

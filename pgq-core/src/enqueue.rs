@@ -1,11 +1,13 @@
 //! Enqueue options and outcomes, and the checks every enqueue path runs before the database.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use crate::enqueued::JobTemplate;
 use crate::error::{Error, Result};
+use crate::job_meta;
 use crate::limits;
 use crate::queue;
 use crate::task::Task;
@@ -38,6 +40,9 @@ pub struct EnqueueOptions {
     /// When a still-pending job holds the unique key, update its payload, priority and run_at
     /// instead of leaving it as it is.
     pub replace: bool,
+    /// Tags an operator finds the job by, kept in its `meta` under `"tags"`: at most
+    /// [`MAX_TAGS`](limits::MAX_TAGS), names of 1 to 64 bytes, values of at most 256.
+    pub tags: BTreeMap<String, String>,
 }
 
 impl EnqueueOptions {
@@ -103,6 +108,22 @@ impl EnqueueOptions {
     /// ```
     pub fn max_attempts(mut self, max_attempts: i32) -> Self {
         self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// Tags the job: `meta.tags.<name> = value`. The dashboard and the admin API filter on tags;
+    /// in SQL, `meta @> '{"tags": {"tenant": "acme"}}'` finds them through an index.
+    ///
+    /// ```no_run
+    /// # use pgq_core::{Client, EnqueueOptions, Task};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct Export { account_id: i64 }
+    /// # async fn example(client: Client) -> pgq_core::Result<()> {
+    /// let options = EnqueueOptions::default().tag("tenant", "acme").tag("requested_by", "ops");
+    /// client.enqueue_with(Export { account_id: 7 }, options).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tag(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(name.into(), value.into());
         self
     }
 
@@ -195,6 +216,7 @@ pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTe
         Some(delay) => i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
         None => 0,
     };
+    let meta = job_meta::build(&options.tags).map_err(|reason| invalid::<T>("tags", reason))?;
     Ok(JobTemplate {
         task: T::NAME,
         queue,
@@ -202,6 +224,7 @@ pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTe
         max_attempts,
         run_at: options.run_at,
         delay_ms,
+        meta,
     })
 }
 

@@ -71,4 +71,33 @@ pub(crate) struct JobTemplate<'a> {
     /// An absolute start time; when `None`, `now() + delay_ms` by the database clock.
     pub(crate) run_at: Option<DateTime<Utc>>,
     pub(crate) delay_ms: i64,
+    /// The job's `meta` as JSON text: tags and trace context, `None` for neither.
+    pub(crate) meta: Option<String>,
+}
+
+impl JobTemplate<'_> {
+    /// The span of an enqueue of `count` jobs from this template, at DEBUG.
+    pub(crate) fn span(&self, count: usize) -> tracing::Span {
+        tracing::debug_span!(
+            "pgq.enqueue",
+            otel.name = %format_args!("send {}", self.queue),
+            otel.kind = "producer",
+            messaging.system = "pgq",
+            messaging.operation.type = "send",
+            messaging.destination.name = self.queue,
+            messaging.batch.message_count = count,
+            job.task = self.task,
+        )
+    }
+
+    /// Counts the new jobs among `enqueued` in the metrics.
+    pub(crate) fn count(&self, enqueued: &[Enqueued]) {
+        if crate::metric::ENABLED {
+            let inserted = enqueued
+                .iter()
+                .filter(|e| matches!(e, Enqueued::Inserted(_)))
+                .count();
+            crate::metric::enqueued(self.task, self.queue, inserted as u64);
+        }
+    }
 }

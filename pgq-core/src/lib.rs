@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod attempt;
+mod attempt_trace;
 mod cancellation;
 mod client;
 mod context;
@@ -11,9 +12,12 @@ mod error;
 mod handler;
 mod job;
 mod job_id;
+mod job_meta;
 mod kept_connection;
 pub mod limits;
+mod live_worker;
 mod maintenance;
+mod metric;
 mod migrate;
 mod payload;
 mod queue;
@@ -26,6 +30,7 @@ mod task;
 mod task_error;
 mod testing;
 mod text;
+mod trace_context;
 mod wakeup;
 mod watch;
 mod worker;
@@ -40,6 +45,7 @@ pub use error::{Error, Result};
 pub use handler::Handler;
 pub use job::{AttemptError, Job, JobStatus};
 pub use job_id::{JobId, ParseJobIdError};
+pub use live_worker::LiveWorker;
 pub use maintenance::cleaner::Retention;
 pub use migrate::{Migration, migrate, migrations};
 pub use registry::{Registry, TaskRegistration};

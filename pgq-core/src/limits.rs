@@ -193,3 +193,32 @@ pub(crate) const LATEST_RUN_AT: i64 = 253_402_300_800;
 /// assert_eq!(pgq_core::limits::MAX_WORKER_ID_BYTES, 128);
 /// ```
 pub const MAX_WORKER_ID_BYTES: usize = 128;
+
+/// At most this many tags per job ([`EnqueueOptions::tag`](crate::EnqueueOptions::tag)).
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_TAGS, 16);
+/// ```
+pub const MAX_TAGS: usize = 16;
+
+/// A tag's name: 1 to 64 bytes, no control characters.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_TAG_KEY_BYTES, 64);
+/// ```
+pub const MAX_TAG_KEY_BYTES: usize = 64;
+
+/// A tag's value: at most 256 bytes, no control characters.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_TAG_VALUE_BYTES, 256);
+/// ```
+pub const MAX_TAG_VALUE_BYTES: usize = 256;
+
+/// A job's whole metadata (tags and trace context) as JSON: at most 4 KiB, which the
+/// database also enforces.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_META_BYTES, 4096);
+/// ```
+pub const MAX_META_BYTES: usize = 4096;

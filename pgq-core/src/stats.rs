@@ -2,7 +2,12 @@
 
 use std::time::Duration;
 
-/// Counts for one queue, by status, plus how far behind it is and how much it fails.
+/// How one queue is doing now: its jobs waiting and held, how far behind it is, and how fast
+/// its jobs have been finishing over the last [`STATS_WINDOW`](crate::defaults::STATS_WINDOW).
+///
+/// Everything is read from the indexes of active jobs and from the jobs finished within the
+/// window, never from the whole history: the answer costs the same with a million finished jobs
+/// kept as with none.
 ///
 /// ```no_run
 /// # use std::time::Duration;
@@ -11,6 +16,7 @@ use std::time::Duration;
 ///     if queue.oldest_due_age > Some(Duration::from_secs(300)) {
 ///         println!("queue {} is {:?} behind ({} due)", queue.queue, queue.oldest_due_age, queue.due);
 ///     }
+///     println!("{}: {:.1} completed and {:.1} failed a minute", queue.queue, queue.completed_per_minute, queue.failed_per_minute);
 /// }
 /// # Ok(()) }
 /// ```
@@ -27,16 +33,12 @@ pub struct QueueStats {
     pub claimed: u64,
     /// Jobs whose handler is running.
     pub running: u64,
-    /// Completed jobs still kept.
-    pub completed: u64,
-    /// Failed jobs still kept.
-    pub failed: u64,
-    /// Cancelled jobs still kept.
-    pub cancelled: u64,
     /// How long the oldest due job has been waiting: the queue's lag.
     pub oldest_due_age: Option<Duration>,
-    /// Jobs that ended `failed` in the last hour.
-    pub failed_last_hour: u64,
-    /// Failed attempts (including ones that will retry) in the last hour.
-    pub errors_last_hour: u64,
+    /// Jobs completed a minute, over the window.
+    pub completed_per_minute: f64,
+    /// Jobs that ended `failed` a minute, over the window.
+    pub failed_per_minute: f64,
+    /// Jobs cancelled a minute, over the window.
+    pub cancelled_per_minute: f64,
 }

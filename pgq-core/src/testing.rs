@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use sqlx::postgres::PgConnectOptions;
 
 use crate::attempt::{AttemptState, Backend, Recording};
+use crate::attempt_trace::AttemptTrace;
 use crate::client::Client;
 use crate::context::JobContext;
 use crate::error::Result;
@@ -34,6 +35,7 @@ impl TestAttempt {
                 JobId::from(id),
                 attempt,
                 Backend::Recording(Mutex::new(Recording::default())),
+                AttemptTrace::none(),
             ),
             state: StateMap::default(),
         }
@@ -45,6 +47,7 @@ impl TestAttempt {
             JobId::from(id),
             attempt,
             Backend::Recording(Mutex::new(Recording::default())),
+            AttemptTrace::none(),
         );
     }
 

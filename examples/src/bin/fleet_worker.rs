@@ -2,7 +2,7 @@
 //! through the database. It serves queue `fleet` until SIGTERM or SIGINT.
 //!
 //! `cargo run -p pgq-examples --bin fleet_worker -- [--concurrency N] [--lease-ms N]
-//! [--rescue-ms N]`, once per process. Its jobs (`FleetJob`) take `millis` to run, watching for
+//! [--rescue-ms N] [--heartbeat-ms N]`, once per process. Its jobs (`FleetJob`) take `millis` to run, watching for
 //! cancellation, and fail when asked to; enqueue them from anywhere.
 
 use std::time::Duration;
@@ -49,6 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .queue("fleet", flag("--concurrency", 8) as usize)
         .lease(Duration::from_millis(flag("--lease-ms", 60_000)))
         .rescue_interval(Duration::from_millis(flag("--rescue-ms", 15_000)))
+        .heartbeat_interval(Duration::from_millis(flag("--heartbeat-ms", 5_000)))
         .build()?;
     println!("worker {} running", worker.worker_id());
     worker.run().await?;

@@ -1,7 +1,7 @@
 //! Graceful shutdown: a worker runs until SIGTERM or SIGINT, lets the job in flight finish within
 //! the grace period, and releases it to `pending` (no attempt spent) if it cannot.
 //!
-//! `cargo run -p pgq-examples --bin graceful_shutdown -- [--work-ms N] [--grace-ms N] [--lease-ms N]`,
+//! `cargo run -p pgq-examples --bin graceful_shutdown -- [--work-ms N] [--grace-ms N] [--lease-ms N] [--heartbeat-ms N]`,
 //! then press Ctrl-C once "started job" is printed. Killed with SIGKILL instead, it cannot
 //! release anything: its job is rescued by another worker once the lease runs out.
 
@@ -41,6 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let work = flag("--work-ms", 2_000);
     let grace = flag("--grace-ms", 10_000);
     let lease = flag("--lease-ms", 60_000);
+    let heartbeat = flag("--heartbeat-ms", 5_000);
     let client = pgq_examples::client().await?;
     let id = client.enqueue(Work { millis: work }).await?.id();
 
@@ -48,6 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .queue("shutdown-demo", 1)
         .shutdown_grace(Duration::from_millis(grace))
         .lease(Duration::from_millis(lease))
+        .heartbeat_interval(Duration::from_millis(heartbeat))
         .build()?;
     println!(
         "worker {} running; send SIGTERM or press Ctrl-C to stop",

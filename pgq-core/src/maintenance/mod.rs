@@ -7,6 +7,7 @@ pub(crate) mod rescuer;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::error::Result;
 
@@ -24,9 +25,19 @@ pub(crate) trait Service: Send + 'static {
 
 /// Runs `service` at once and then after each interval, until `stop` turns true.
 pub(crate) async fn run<S: Service>(mut service: S, mut stop: watch::Receiver<bool>) {
+    let mut failing = false;
     loop {
-        if let Err(err) = service.run_once().await {
-            tracing::warn!(service = S::NAME, error = %err, "upkeep step failed; trying again after its interval");
+        let span = tracing::debug_span!("pgq.upkeep", service = S::NAME);
+        match service.run_once().instrument(span).await {
+            Err(err) => {
+                failing = true;
+                tracing::warn!(service = S::NAME, error = %err, "upkeep step failed; trying again after its interval");
+            }
+            Ok(()) if failing => {
+                failing = false;
+                tracing::info!(service = S::NAME, "upkeep step succeeded again");
+            }
+            Ok(()) => {}
         }
         tokio::select! {
             _ = tokio::time::sleep(service.interval()) => {}

@@ -6,6 +6,7 @@
 //! it scans whole — all held jobs, and every dead entry since the last vacuum — instead of
 //! looking the id up.
 
+use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 
 use crate::error::Result;
@@ -109,7 +110,7 @@ UPDATE pgq.jobs SET
                   ELSE pgq.append_error(errors, attempts, $6, $7) END,
     lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')
-RETURNING status, run_at <= now() AS due_now";
+RETURNING status, run_at, run_at <= now() AS due_now";
 
 /// What a failed attempt turns into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +130,8 @@ pub(crate) struct FailedState {
     pub(crate) failed: bool,
     /// Pending and due at once.
     pub(crate) due_now: bool,
+    /// When it runs again, unless failed.
+    pub(crate) run_at: DateTime<Utc>,
 }
 
 /// Records a failed attempt. `None` when the fence no longer holds.
@@ -160,6 +163,7 @@ pub(crate) async fn fail(
             Ok(FailedState {
                 failed,
                 due_now: !failed && row.try_get("due_now")?,
+                run_at: row.try_get("run_at")?,
             })
         })
         .transpose()

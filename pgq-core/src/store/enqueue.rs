@@ -21,9 +21,10 @@ const CONFLICT_ROUNDS: usize = 10;
 macro_rules! insert_one {
     ($on_conflict:literal) => {
         concat!(
-            "INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, unique_key, run_at)
+            "INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, unique_key, run_at,
+                                  meta)
             VALUES ($1, $2, $3, $4, $5::jsonb, $6,
-                    COALESCE($7, clock_timestamp() + ($8 * interval '1 millisecond')))
+                    COALESCE($7, clock_timestamp() + ($8 * interval '1 millisecond')), $10::jsonb)
             ",
             $on_conflict,
             "
@@ -80,6 +81,7 @@ pub(crate) async fn insert_one(
             .bind(job.run_at)
             .bind(job.delay_ms)
             .bind(notify)
+            .bind(job.meta.as_deref())
             .fetch_optional(&mut *conn)
             .await?;
         if let Some(row) = row {
@@ -124,7 +126,7 @@ fn unique_contention(task: &'static str, key: &str) -> Error {
     }
 }
 
-/// A batch statement's values shared by every row ($1 to $6), typed once. A value written to
+/// A batch statement's values shared by every row ($1 to $7), typed once. A value written to
 /// a domain-typed column is checked against its domain for each row, the columns' defaults
 /// too; values that already have the column's type are not. So the batch's settings and the
 /// defaults of a new row are cast here, in a one-row CTE, and every row reads them from it.
@@ -139,7 +141,7 @@ macro_rules! with_batch_job {
                            AS run_at,
                        'pending'::pgq.job_status AS status, 0::pgq.attempt_count AS attempts,
                        '[]'::pgq.error_history AS errors, 0::pgq.percent AS progress,
-                       0::pgq.event_count AS events_count
+                       0::pgq.event_count AS events_count, $7::jsonb::pgq.job_meta AS meta
             ),",
             $rest,
             "
@@ -156,9 +158,9 @@ const INSERT_MANY: &str = with_batch_job!(
     "
     inserted AS (
         INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, run_at, status, attempts,
-                              errors, progress, events_count, payload)
+                              errors, progress, events_count, meta, payload)
         SELECT nextval('pgq.jobs_id_seq'), job.*, t.payload::jsonb
-        FROM job, unnest($7::text[]) AS t(payload)
+        FROM job, unnest($8::text[]) AS t(payload)
         RETURNING id, run_at <= clock_timestamp() AS due
     )"
 );
@@ -171,10 +173,10 @@ const INSERT_MANY_KEYED: &str = with_batch_job!(
     "
     inserted AS (
         INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, run_at, status, attempts,
-                              errors, progress, events_count, payload, unique_key)
+                              errors, progress, events_count, meta, payload, unique_key)
         SELECT t.id, job.*, t.payload::jsonb, t.unique_key
         FROM job,
-             ROWS FROM (unnest($7::bigint[]), unnest($8::text[]), unnest($9::text[]))
+             ROWS FROM (unnest($8::bigint[]), unnest($9::text[]), unnest($10::text[]))
                  AS t(id, payload, unique_key)
         ON CONFLICT (task, unique_key)
             WHERE unique_key IS NOT NULL AND phase < 2
@@ -187,7 +189,7 @@ const FIND_ACTIVE_MANY: &str = "
 SELECT unique_key, id FROM pgq.jobs
 WHERE task = $1 AND unique_key = ANY($2) AND phase < 2";
 
-/// Binds a batch statement's shared values, $1 to $6 of [`with_batch_job`].
+/// Binds a batch statement's shared values, $1 to $7 of [`with_batch_job`].
 fn bind_batch_job<'q>(
     query: QueryScalar<'q, Postgres, Vec<i64>, PgArguments>,
     job: &JobTemplate<'q>,
@@ -199,6 +201,7 @@ fn bind_batch_job<'q>(
         .bind(job.max_attempts)
         .bind(job.run_at)
         .bind(job.delay_ms)
+        .bind(job.meta.clone())
 }
 
 /// Inserts many jobs of one task, honouring unique keys (also between tasks of the batch).

@@ -127,18 +127,21 @@ UPDATE pgq.jobs AS job SET
     lease_expires_at = NULL, updated_at = now()
 FROM expired
 WHERE job.id = expired.id
-RETURNING job.id";
+RETURNING job.id, job.queue";
 
-/// Rescues up to `limit` jobs whose lease expired.
-pub(crate) async fn rescue(store: &Store, limit: i64) -> Result<Vec<JobId>> {
+/// Rescues up to `limit` jobs whose lease expired; with their queues.
+pub(crate) async fn rescue(store: &Store, limit: i64) -> Result<Vec<(JobId, String)>> {
     run!(store, |conn| async {
-        let ids: Vec<i64> = sqlx::query_scalar(store.sql(RESCUE))
+        let rows: Vec<(i64, String)> = sqlx::query_as(store.sql(RESCUE))
             .persistent(store.prepared())
             .bind(limit)
             .bind(ERROR_HISTORY)
             .fetch_all(&mut *conn)
             .await?;
-        Ok(ids.into_iter().map(JobId::from).collect())
+        Ok(rows
+            .into_iter()
+            .map(|(id, queue)| (JobId::from(id), queue))
+            .collect())
     })
 }
 

@@ -63,35 +63,54 @@ pub(crate) async fn delete_finished(
     }
 }
 
+/// Pending jobs from the claim index (its columns are all it needs), held jobs (few), and the
+/// jobs finished within the window from the finished-jobs index: never the whole history.
 const STATS: &str = "
+WITH pending AS (
+    SELECT queue,
+           count(*) FILTER (WHERE run_at <= now()) AS due,
+           count(*) FILTER (WHERE run_at > now()) AS scheduled,
+           min(run_at) FILTER (WHERE run_at <= now()) AS oldest_due
+    FROM pgq.jobs WHERE phase = 0
+    GROUP BY queue
+),
+held AS (
+    SELECT queue,
+           count(*) FILTER (WHERE status = 'claimed') AS claimed,
+           count(*) FILTER (WHERE status = 'running') AS running
+    FROM pgq.jobs WHERE phase = 1
+    GROUP BY queue
+),
+finished AS (
+    SELECT queue,
+           count(*) FILTER (WHERE status = 'completed') AS completed,
+           count(*) FILTER (WHERE status = 'failed') AS failed,
+           count(*) FILTER (WHERE status = 'cancelled') AS cancelled
+    FROM pgq.jobs WHERE phase = 2 AND completed_at > (now() - ($1 * interval '1 millisecond'))
+    GROUP BY queue
+)
 SELECT queue,
-       count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) AS due,
-       count(*) FILTER (WHERE status = 'pending' AND run_at > now()) AS scheduled,
-       count(*) FILTER (WHERE status = 'claimed') AS claimed,
-       count(*) FILTER (WHERE status = 'running') AS running,
-       count(*) FILTER (WHERE status = 'completed') AS completed,
-       count(*) FILTER (WHERE status = 'failed') AS failed,
-       count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
-       extract(epoch FROM now() - min(run_at) FILTER (WHERE status = 'pending' AND run_at <= now()))::float8
-           AS oldest_due_secs,
-       count(*) FILTER (WHERE status = 'failed' AND completed_at > (now() - interval '1 hour'))
-           AS failed_last_hour,
-       coalesce(sum((SELECT count(*) FROM jsonb_array_elements(errors) AS e
-                     WHERE (e->>'at')::timestamptz > (now() - interval '1 hour')))
-                FILTER (WHERE updated_at > (now() - interval '1 hour')), 0)::bigint
-           AS errors_last_hour
-FROM pgq.jobs
-GROUP BY queue
+       coalesce(pending.due, 0) AS due, coalesce(pending.scheduled, 0) AS scheduled,
+       coalesce(held.claimed, 0) AS claimed, coalesce(held.running, 0) AS running,
+       extract(epoch FROM now() - pending.oldest_due)::float8 AS oldest_due_secs,
+       coalesce(finished.completed, 0) AS completed, coalesce(finished.failed, 0) AS failed,
+       coalesce(finished.cancelled, 0) AS cancelled
+FROM pending FULL JOIN held USING (queue) FULL JOIN finished USING (queue)
 ORDER BY queue";
 
-pub(crate) async fn stats(store: &Store) -> Result<Vec<QueueStats>> {
+pub(crate) async fn stats(store: &Store, window: Duration) -> Result<Vec<QueueStats>> {
+    let minutes = window.as_secs_f64() / 60.0;
     run!(store, |conn| async {
         let rows = sqlx::query(store.sql(STATS))
             .persistent(store.prepared())
+            .bind(i64::try_from(window.as_millis()).unwrap_or(i64::MAX))
             .fetch_all(&mut *conn)
             .await?;
         let count = |row: &sqlx::postgres::PgRow, name: &str| -> Result<u64> {
             Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
+        };
+        let rate = |row: &sqlx::postgres::PgRow, name: &str| -> Result<f64> {
+            Ok(count(row, name)? as f64 / minutes)
         };
         rows.iter()
             .map(|row| {
@@ -101,14 +120,12 @@ pub(crate) async fn stats(store: &Store) -> Result<Vec<QueueStats>> {
                     scheduled: count(row, "scheduled")?,
                     claimed: count(row, "claimed")?,
                     running: count(row, "running")?,
-                    completed: count(row, "completed")?,
-                    failed: count(row, "failed")?,
-                    cancelled: count(row, "cancelled")?,
                     oldest_due_age: row
                         .try_get::<Option<f64>, _>("oldest_due_secs")?
                         .map(|secs| Duration::from_secs_f64(secs.max(0.0))),
-                    failed_last_hour: count(row, "failed_last_hour")?,
-                    errors_last_hour: count(row, "errors_last_hour")?,
+                    completed_per_minute: rate(row, "completed")?,
+                    failed_per_minute: rate(row, "failed")?,
+                    cancelled_per_minute: rate(row, "cancelled")?,
                 })
             })
             .collect::<Result<Vec<_>>>()

@@ -24,6 +24,7 @@ pub(crate) mod schema;
 pub(crate) mod sql;
 pub(crate) mod testing;
 pub(crate) mod tick;
+pub(crate) mod workers;
 
 /// How often pgq runs one of its own statements again after a deadlock or serialization
 /// failure. Each needs another transaction to take the same rows in another order at that

@@ -62,6 +62,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0007_fewer_writes.sql",
         sql: include_str!("../../migrations/0007_fewer_writes.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_worker_heartbeats.sql",
+        sql: include_str!("../../migrations/0008_worker_heartbeats.sql"),
+    },
 ];
 
 /// The transaction-scoped advisory lock taken while migrating ("pgq_migr" in ASCII).

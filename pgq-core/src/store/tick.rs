@@ -11,6 +11,7 @@
 //! completions and the worker wants them durable; a claim or a start alone never waits for the
 //! WAL flush, since a crash that loses one only runs the job again, as a lost lease does.
 
+use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 use sqlx::types::Json;
 use sqlx::{PgConnection, Row};
@@ -63,19 +64,20 @@ claimed AS (
         updated_at = now()
     FROM ranked
     WHERE job.id = ranked.id
-    RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key, ranked.rank,
-              ranked.rank <= $11 AS running
+    RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key, job.run_at,
+              job.meta, ranked.rank, ranked.rank <= $11 AS running
 )
 SELECT 'completed' AS step, id, NULL::text AS task, NULL::text AS queue, NULL::jsonb AS payload,
-       NULL::int AS attempts, NULL::text AS unique_key, NULL::bigint AS rank,
-       NULL::boolean AS running
+       NULL::int AS attempts, NULL::text AS unique_key, NULL::timestamptz AS run_at,
+       NULL::text AS meta, NULL::bigint AS rank, NULL::boolean AS running
 FROM completed
 UNION ALL
-SELECT 'started', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM started
+SELECT 'started', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM started
 UNION ALL
-SELECT 'claimed', id, task, queue, payload, attempts, unique_key, rank, running FROM claimed
+SELECT 'claimed', id, task, queue, payload, attempts, unique_key, run_at, meta::text, rank, running
+FROM claimed
 UNION ALL
-SELECT 'commit', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM commit_mode"
+SELECT 'commit', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM commit_mode"
     };
 }
 
@@ -121,6 +123,10 @@ pub(crate) struct ClaimedJob {
     pub(crate) payload: Box<RawValue>,
     pub(crate) attempt: i32,
     pub(crate) unique_key: Option<String>,
+    /// When it was due: the attempt's wait is measured from here.
+    pub(crate) run_at: DateTime<Utc>,
+    /// Its metadata as JSON text, for the trace context the attempt's span continues.
+    pub(crate) meta: Option<String>,
     /// Claimed as `running`, its handler to start at once; otherwise `claimed`, waiting for a
     /// slot, its start written by a later tick.
     pub(crate) running: bool,
@@ -224,6 +230,8 @@ pub(crate) async fn tick(
                         payload,
                         attempt: row.try_get("attempts")?,
                         unique_key: row.try_get("unique_key")?,
+                        run_at: row.try_get("run_at")?,
+                        meta: row.try_get("meta")?,
                         running: row.try_get("running")?,
                     },
                 ));

@@ -39,6 +39,7 @@ pub struct WorkerBuilder {
     worker_id: Option<String>,
     state: StateMap,
     rescue_interval: Duration,
+    heartbeat_interval: Duration,
     retention: Retention,
     strict_queues: bool,
     durable_completions: bool,
@@ -57,6 +58,7 @@ pub(crate) struct WorkerConfig {
     pub(crate) worker_id: String,
     pub(crate) rescuer: RescuerConfig,
     pub(crate) cleaner: CleanerConfig,
+    pub(crate) heartbeat_interval: Duration,
     pub(crate) durable_completions: bool,
     pub(crate) dispatch_connections: u32,
     pub(crate) upkeep_connections: u32,
@@ -74,6 +76,7 @@ impl WorkerBuilder {
             worker_id: None,
             state: StateMap::default(),
             rescue_interval: defaults::RESCUE_INTERVAL,
+            heartbeat_interval: defaults::HEARTBEAT_INTERVAL,
             retention: Retention::default(),
             strict_queues: false,
             durable_completions: true,
@@ -119,6 +122,28 @@ impl WorkerBuilder {
     /// ```
     pub fn rescue_interval(mut self, interval: Duration) -> Self {
         self.rescue_interval = interval;
+        self
+    }
+
+    /// How often this worker heartbeats its registration in `pgq.workers` (default 5 s), with
+    /// how many jobs it holds. [`Client::workers`](crate::Client::workers) lists the workers
+    /// that heartbeat; a worker that misses four heartbeats in a row (a crash, a lost host, a
+    /// network cut longer than that) counts as dead, and the next rescuer of any other worker
+    /// takes its jobs back at once instead of waiting for their leases. A clean shutdown
+    /// removes the registration.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// // Counted dead 4 s after its last heartbeat.
+    /// let worker = pgq_core::Worker::builder(client)
+    ///     .queue("email", 16)
+    ///     .heartbeat_interval(Duration::from_secs(1))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval.max(Duration::from_millis(10));
         self
     }
 
@@ -441,6 +466,7 @@ impl WorkerBuilder {
                 retention: self.retention,
                 interval: defaults::CLEAN_INTERVAL,
             },
+            heartbeat_interval: self.heartbeat_interval,
             durable_completions: self.durable_completions,
             dispatch_connections: self.dispatch_connections,
             upkeep_connections: self.upkeep_connections,
@@ -469,7 +495,17 @@ fn valid_worker_id(id: String) -> Result<String> {
 
 /// `host:pid:suffix`, unique enough that two processes never share it.
 fn default_worker_id() -> String {
-    let host: String = std::env::var("HOSTNAME")
+    let host = host_name();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{host}:{}:{:06x}", std::process::id(), nanos & 0xff_ffff)
+}
+
+/// This machine's name, as far as the environment tells it: letters, digits, `.-_`.
+pub(crate) fn host_name() -> String {
+    std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
         .map(|h| {
@@ -480,10 +516,5 @@ fn default_worker_id() -> String {
                 .collect()
         })
         .filter(|h: &String| !h.is_empty())
-        .unwrap_or_else(|| "worker".into());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("{host}:{}:{:06x}", std::process::id(), nanos & 0xff_ffff)
+        .unwrap_or_else(|| "worker".into())
 }

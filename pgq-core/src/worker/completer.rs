@@ -176,23 +176,19 @@ impl Completer {
         } else {
             (Ok(None), None)
         };
-        let (id, attempt) = (state.id, state.attempt);
         let outcome = match written {
             Ok(Some(outcome)) => outcome,
-            Ok(None) => {
-                tracing::warn!(job = %id, attempt, "lease lost: another attempt owns the job; result dropped");
-                JobOutcome::LeaseLost
-            }
+            Ok(None) => JobOutcome::LeaseLost,
             Err(err) => {
-                tracing::error!(job = %id, attempt, error = %err, "could not record the attempt's outcome");
+                let _span = state.trace.span().enter();
+                tracing::error!(error = %err, "could not write the attempt's outcome");
                 JobOutcome::Unrecorded
             }
         };
-        self.held.forget(id, attempt);
+        self.held.forget(state.id, state.attempt);
         self.reporter.finished([Finished {
-            id,
+            state,
             task,
-            attempt,
             outcome,
             error: error.clone(),
         }]);
@@ -233,10 +229,10 @@ impl Completer {
                 ));
                 (held(written, JobOutcome::Completed), None)
             }
-            Return::Err(err) => self.write_failure(queue, fence, &err).await,
+            Return::Err(err) => self.write_failure(state, queue, fence, &err).await,
             Return::Panicked(message) => {
                 let err = TaskError::retry(format_args!("handler panicked: {message}"));
-                self.write_failure(queue, fence, &err).await
+                self.write_failure(state, queue, fence, &err).await
             }
             Return::Aborted => {
                 let written = store::attempt::release(&self.store, fence).await;
@@ -247,6 +243,7 @@ impl Completer {
 
     async fn write_failure(
         &self,
+        attempt: &AttemptState,
         queue: &str,
         fence: Fence<'_>,
         err: &TaskError,
@@ -261,6 +258,9 @@ impl Completer {
         let written = store::attempt::fail(&self.store, fence, failure, &message).await;
         let outcome = written.map(|state| {
             state.map(|state| {
+                if !state.failed {
+                    attempt.trace.retries_at(state.run_at);
+                }
                 if state.due_now
                     && let Some(batch) = self.queues.get(queue)
                 {
@@ -341,15 +341,13 @@ impl Completer {
                 let outcome = if written.contains(&success.id) {
                     JobOutcome::Completed
                 } else {
-                    tracing::warn!(job = %success.id, attempt = success.attempt, "lease lost: another attempt owns the job; result dropped");
                     JobOutcome::LeaseLost
                 };
                 self.held.forget(success.id, success.attempt);
                 actives.push(success.active);
                 Finished {
-                    id: success.id,
+                    state: success.state,
                     task: success.task,
-                    attempt: success.attempt,
                     outcome,
                     error: None,
                 }
@@ -396,16 +394,15 @@ impl Completer {
                 Ok(true) => JobOutcome::Released,
                 Ok(false) => JobOutcome::LeaseLost,
                 Err(err) => {
-                    tracing::warn!(job = %id, error = %err, "could not release a job whose handler does not stop");
+                    let _span = state.trace.span().enter();
+                    tracing::error!(error = %err, "could not release a job whose handler does not stop");
                     JobOutcome::Unrecorded
                 }
             };
-            tracing::warn!(job = %id, attempt, "handler did not stop at shutdown; job released");
             self.held.forget(id, attempt);
             released.push(Finished {
-                id,
+                state,
                 task: held.task,
-                attempt,
                 outcome,
                 error: None,
             });
@@ -481,6 +478,7 @@ mod tests {
 
     use super::{Completer, Ended, Return};
     use crate::attempt::{AttemptState, Backend};
+    use crate::attempt_trace::AttemptTrace;
     use crate::job_id::JobId;
     use crate::schema::Schema;
     use crate::store::Store;
@@ -510,7 +508,12 @@ mod tests {
     }
 
     fn attempt(id: i64) -> Arc<AttemptState> {
-        AttemptState::unconfirmed(JobId::from(id), 1, Backend::Recording(Mutex::default()))
+        AttemptState::unconfirmed(
+            JobId::from(id),
+            1,
+            Backend::Recording(Mutex::default()),
+            AttemptTrace::none(),
+        )
     }
 
     async fn succeed(completer: &Completer, queue: &Arc<QueueSlots>, state: &Arc<AttemptState>) {

@@ -23,6 +23,7 @@ use sqlx::pool::PoolConnection;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::attempt::AttemptState;
 use crate::error::{Error, Result};
@@ -88,6 +89,8 @@ struct Dispatcher {
     /// Connections of the dispatch pool between ticks. Kept here rather than given back: sqlx
     /// checks every connection it takes back with a round trip.
     connections: Vec<PoolConnection<Postgres>>,
+    /// The last tick failed: the next that succeeds says so.
+    failing: bool,
 }
 
 /// Runs one queue's dispatcher; its ticks run on `store`, the queue's own connections, each
@@ -103,6 +106,7 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
         claimed: VecDeque::new(),
         starting: Vec::new(),
         connections: Vec::new(),
+        failing: false,
     };
     let mut in_flight: FuturesUnordered<JoinHandle<Sent>> = FuturesUnordered::new();
     // One timer for the whole loop: a new timer that is the runtime's earliest wakes its driver
@@ -285,7 +289,16 @@ impl Dispatcher {
             };
             let (result, connection) = match connection {
                 Ok(mut connection) => {
-                    let result = on!(db, &mut connection, |c| store::tick::tick(db, c, &request));
+                    let span = tracing::debug_span!(
+                        "pgq.tick",
+                        queue = %queue.name,
+                        complete = request.complete.len(),
+                        start = request.start.len(),
+                        claim = request.claim,
+                    );
+                    let tick =
+                        async { on!(db, &mut connection, |c| store::tick::tick(db, c, &request)) };
+                    let result = tick.instrument(span).await;
                     match &result {
                         Ok(_) => (result, Some(connection)),
                         // A connection that did not answer in time is closed; one whose
@@ -321,6 +334,7 @@ impl Dispatcher {
             Ok(result) => result,
             Err(_) => {
                 // Nothing was written: everything goes with a later tick.
+                self.failing = true;
                 self.pacing.failed(sent.claim);
                 executor
                     .completer
@@ -331,6 +345,10 @@ impl Dispatcher {
                 return;
             }
         };
+        if self.failing {
+            self.failing = false;
+            tracing::info!(queue = %self.queue.name, "dispatch works again");
+        }
         executor
             .completer
             .batch_written(sent.completions, &result.completed);

@@ -5,13 +5,16 @@ use std::any::Any;
 use std::sync::Arc;
 
 use tokio::task::JoinError;
+use tracing::Instrument;
 
 use crate::attempt::{AttemptState, Backend};
+use crate::attempt_trace::{AttemptTrace, Traced};
 use crate::client::Client;
 use crate::context::JobContext;
 use crate::state::StateMap;
 use crate::store::tick::ClaimedJob;
 use crate::task_error::TaskError;
+use crate::trace_context;
 use crate::worker::completer::{Completer, Ended, Return};
 use crate::worker::event::JobOutcome;
 use crate::worker::held::HeldJobs;
@@ -36,10 +39,19 @@ impl Executor {
             client: self.client.clone(),
             worker_id: self.worker_id.to_string(),
         };
+        let trace = AttemptTrace::start(Traced {
+            id: job.id,
+            task: &job.task,
+            queue: &job.queue,
+            attempt: job.attempt,
+            worker_id: &self.worker_id,
+            run_at: Some(job.run_at),
+        });
+        trace_context::continue_in(trace.span(), job.meta.as_deref());
         if confirmed {
-            AttemptState::new(job.id, job.attempt, backend)
+            AttemptState::new(job.id, job.attempt, backend, trace)
         } else {
-            AttemptState::unconfirmed(job.id, job.attempt, backend)
+            AttemptState::unconfirmed(job.id, job.attempt, backend, trace)
         }
     }
 
@@ -61,7 +73,8 @@ impl Executor {
         );
         let returned = match self.tasks.get(&job.task) {
             Some(entry) => {
-                let handler = tokio::spawn((entry.run)(job.payload, ctx));
+                let run = (entry.run)(job.payload, ctx).instrument(state.trace.span().clone());
+                let handler = tokio::spawn(run);
                 self.held.set_abort(job.id, handler.abort_handle());
                 returned(handler.await)
             }
@@ -70,6 +83,7 @@ impl Executor {
                 job.task
             ))),
         };
+        state.trace.handler_returned();
         let active = slot.map(Slot::handler_returned);
         self.completer
             .end(Ended {

@@ -59,6 +59,11 @@ impl HeldJobs {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// How many jobs the worker holds, waiting for a slot or running.
+    pub(crate) fn count(&self) -> usize {
+        self.jobs().len()
+    }
+
     /// A job was claimed: held, waiting for a slot.
     pub(crate) fn claimed(&self, id: JobId, task: &str, attempt: i32, lease_ms: i64) {
         let held = Held {

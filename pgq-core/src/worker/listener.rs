@@ -54,10 +54,14 @@ impl Listener {
     pub(crate) async fn listen(self) {
         let cancel_channel = self.store.channel(Channel::Cancel);
         let mut delay = RECONNECT_MIN;
+        let mut lost = false;
         loop {
             let connected = tokio::time::timeout(self.probe_timeout, self.connect()).await;
             match connected.unwrap_or_else(|_| Err(sqlx::Error::PoolTimedOut)) {
                 Ok(mut listener) => {
+                    if delay > RECONNECT_MIN || lost {
+                        tracing::info!("listener reconnected; wake-ups are immediate again");
+                    }
                     delay = RECONNECT_MIN;
                     self.reporter.emit(WorkerEvent::ListenerConnected);
                     self.wake_all();
@@ -88,6 +92,8 @@ impl Listener {
                             }
                         }
                     }
+                    tracing::warn!("listener lost; polling until it reconnects");
+                    lost = true;
                     self.reporter.emit(WorkerEvent::ListenerLost);
                 }
                 Err(err) => {

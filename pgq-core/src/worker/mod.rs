@@ -13,6 +13,7 @@ mod dispatcher;
 mod drain;
 mod event;
 mod executor;
+mod heartbeat;
 mod held;
 mod listener;
 mod pacing;

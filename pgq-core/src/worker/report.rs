@@ -1,8 +1,10 @@
 //! Where a worker tells what it did: events for whoever subscribed, and running totals.
 
+use std::sync::Arc;
+
 use tokio::sync::{broadcast, watch};
 
-use crate::job_id::JobId;
+use crate::attempt::AttemptState;
 use crate::worker::event::{JobOutcome, WorkerEvent, WorkerStats};
 
 /// How many events a slow receiver may fall behind before it lags.
@@ -17,9 +19,8 @@ pub(crate) struct Reporter {
 /// One attempt's end, as reported.
 #[derive(Debug)]
 pub(crate) struct Finished {
-    pub(crate) id: JobId,
+    pub(crate) state: Arc<AttemptState>,
     pub(crate) task: String,
-    pub(crate) attempt: i32,
     pub(crate) outcome: JobOutcome,
     pub(crate) error: Option<String>,
 }
@@ -53,7 +54,7 @@ impl Reporter {
     }
 
     /// Reports attempts that ended: one stats update for all of them, since every update wakes
-    /// whoever watches the stats, then an event each.
+    /// whoever watches the stats, then a log line, metrics and an event each.
     pub(crate) fn finished(&self, ended: impl IntoIterator<Item = Finished>) {
         let ended: Vec<Finished> = ended.into_iter().collect();
         if ended.is_empty() {
@@ -65,10 +66,14 @@ impl Reporter {
             }
         });
         for finished in ended {
+            let state = &finished.state;
+            state
+                .trace
+                .ended(&finished.task, finished.outcome, finished.error.as_deref());
             self.emit(WorkerEvent::JobFinished {
-                id: finished.id,
+                id: state.id,
                 task: finished.task,
-                attempt: finished.attempt,
+                attempt: state.attempt,
                 outcome: finished.outcome,
                 error: finished.error,
             });

@@ -14,11 +14,14 @@ use crate::maintenance::cleaner::Cleaner;
 use crate::maintenance::rescuer::Rescuer;
 use crate::maintenance::{self};
 use crate::state::StateMap;
-use crate::worker::builder::WorkerConfig;
+use crate::store;
+use crate::store::workers::Registration;
+use crate::worker::builder::{self, WorkerConfig};
 use crate::worker::completer::Completer;
 use crate::worker::connections;
 use crate::worker::dispatcher::{self, Dispatch};
 use crate::worker::executor::Executor;
+use crate::worker::heartbeat::{Heartbeat, MISSED_HEARTBEATS};
 use crate::worker::held::HeldJobs;
 use crate::worker::listener::Listener;
 use crate::worker::renewer::{self, Renewer};
@@ -143,7 +146,15 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         held: executor.held.clone(),
         interval: renewer::interval(shortest_lease.min(config.lease)),
     };
-    let renewer = tokio::spawn(maintenance::run(renewer, finished));
+    let renewer = tokio::spawn(maintenance::run(renewer, finished.clone()));
+    // The heartbeat, like the renewer, goes on through the grace period.
+    let heartbeat = Heartbeat {
+        store: executor.client.store().on(runtime.upkeep_pool.clone()),
+        worker: registration(config),
+        held: executor.held.clone(),
+        interval: config.heartbeat_interval,
+    };
+    let heartbeat = tokio::spawn(maintenance::run(heartbeat, finished));
     let rescuer = Rescuer {
         store: executor.client.store().on(runtime.upkeep_pool.clone()),
         config: config.rescuer.clone(),
@@ -200,9 +211,31 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     executor.completer.release_all().await;
     finish.send_replace(true);
     listener.abort();
-    for upkeep in [listener, renewer, rescuer, cleaner] {
+    for upkeep in [listener, renewer, heartbeat, rescuer, cleaner] {
         let _ = upkeep.await;
+    }
+    let own = executor.client.store().on(runtime.upkeep_pool.clone());
+    if let Err(err) = store::workers::remove(&own, &executor.worker_id).await {
+        tracing::warn!(error = %err, "could not remove the worker's registration; it expires");
     }
     // A dispatcher stalled with its runtime may still hold a connection: don't wait for it.
     let _ = tokio::time::timeout(RELEASE_TIME, runtime.close_pools()).await;
+}
+
+/// What the worker registers: its id, host, process, queues, and how long it counts as alive
+/// after each heartbeat.
+fn registration(config: &WorkerConfig) -> Registration {
+    let queues: serde_json::Map<String, serde_json::Value> = config
+        .queues
+        .iter()
+        .map(|(name, &concurrency)| (name.clone(), concurrency.into()))
+        .collect();
+    let alive_for = config.heartbeat_interval * MISSED_HEARTBEATS;
+    Registration {
+        id: config.worker_id.clone(),
+        host: builder::host_name(),
+        pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+        queues: queues.into(),
+        alive_for_ms: i64::try_from(alive_for.as_millis()).unwrap_or(i64::MAX),
+    }
 }

@@ -34,3 +34,4 @@ mod worker_outcomes;
 mod worker_shutdown;
 mod worker_wakeup;
 mod worker_writes;
+mod workers;

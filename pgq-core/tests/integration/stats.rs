@@ -13,7 +13,7 @@ struct CountMe {
 }
 
 #[tokio::test]
-async fn stats_count_by_status_with_lag_and_recent_failures() {
+async fn stats_count_waiting_jobs_with_lag_and_rates_over_the_window() {
     let db = TestDatabase::new().await;
     let client = db.client();
     let old = chrono::Utc::now() - chrono::Duration::seconds(300);
@@ -55,29 +55,89 @@ async fn stats_count_by_status_with_lag_and_recent_failures() {
     .await
     .unwrap();
 
+    // A completed job finished long ago: outside the window, it counts for no rate.
+    let old_done = client.enqueue(CountMe { n: 6 }).await.unwrap().id();
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'w',
+             claimed_at = now() - interval '1 hour', started_at = now() - interval '1 hour',
+             lease_expires_at = now() WHERE id = $1;",
+    )
+    .bind(old_done.get())
+    .execute(db.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = 'completed', phase = 2,
+             completed_at = now() - interval '1 hour' WHERE id = $1",
+    )
+    .bind(old_done.get())
+    .execute(db.pool())
+    .await
+    .unwrap();
+
     let stats = client.stats().await.unwrap();
     assert_eq!(stats.len(), 2);
     let a = &stats[0];
     assert_eq!(a.queue, "stats-a");
-    assert_eq!(
-        (
-            a.due,
-            a.scheduled,
-            a.claimed,
-            a.running,
-            a.completed,
-            a.failed,
-            a.cancelled
-        ),
-        (2, 1, 0, 0, 0, 1, 0)
-    );
+    assert_eq!((a.due, a.scheduled, a.claimed, a.running), (2, 1, 0, 0));
     let lag = a.oldest_due_age.unwrap();
     assert!(
         lag >= Duration::from_secs(299) && lag < Duration::from_secs(400),
         "{lag:?}"
     );
-    assert_eq!((a.failed_last_hour, a.errors_last_hour), (1, 1));
+    // One failure within the 5-minute window: 0.2 a minute; the old completion counts not.
+    assert_eq!(
+        (
+            a.completed_per_minute,
+            a.failed_per_minute,
+            a.cancelled_per_minute
+        ),
+        (0.0, 0.2, 0.0)
+    );
     let b = &stats[1];
-    assert_eq!((b.queue.as_str(), b.cancelled, b.due), ("stats-b", 1, 0));
+    assert_eq!((b.queue.as_str(), b.due), ("stats-b", 0));
+    assert_eq!(b.cancelled_per_minute, 0.2);
     assert_eq!(b.oldest_due_age, None);
+}
+
+#[tokio::test]
+async fn stats_of_held_jobs_and_of_a_queue_with_only_finished_jobs() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let claimed = client.enqueue(CountMe { n: 1 }).await.unwrap().id();
+    let running = client.enqueue(CountMe { n: 2 }).await.unwrap().id();
+    let done = client
+        .enqueue_with(
+            CountMe { n: 3 },
+            EnqueueOptions::default().queue("stats-done"),
+        )
+        .await
+        .unwrap()
+        .id();
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = CASE WHEN id = $1 THEN 'claimed' ELSE 'running' END,
+             phase = 1, attempts = 1, worker_id = 'w', claimed_at = now(), started_at = now(),
+             lease_expires_at = now() + interval '1 minute'
+         WHERE id = ANY($2)",
+    )
+    .bind(claimed.get())
+    .bind(vec![claimed.get(), running.get(), done.get()])
+    .execute(db.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = 'completed', phase = 2, completed_at = now() WHERE id = $1",
+    )
+    .bind(done.get())
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let stats = client.stats().await.unwrap();
+    let names: Vec<&str> = stats.iter().map(|s| s.queue.as_str()).collect();
+    assert_eq!(names, ["stats-a", "stats-done"]);
+    assert_eq!(
+        (stats[0].claimed, stats[0].running, stats[0].due),
+        (1, 1, 0)
+    );
+    assert_eq!((stats[1].due, stats[1].completed_per_minute), (0, 0.2));
 }

@@ -5,6 +5,7 @@
 //! cargo run --release -p pgq-examples --bin bench                         # the standard workload
 //! cargo run --release -p pgq-examples --bin bench -- --processes 1,2,4    # drains by many processes
 //! cargo run --release -p pgq-examples --bin bench -- --soak 600           # a steady load, a line a minute
+//! cargo run --release -p pgq-examples --bin bench -- --observe 1          # with logs and metrics on
 //! ```
 //!
 //! Flags are listed in `settings.rs`.
@@ -28,6 +29,9 @@ type Outcome = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 #[tokio::main]
 async fn main() -> Outcome {
     let settings = Settings::from_args(std::env::args().skip(1))?;
+    if settings.observe {
+        observe()?;
+    }
     if let Mode::FleetWorker = settings.mode {
         // One process of a fleet drain, started by the benchmark itself on its database.
         return fleet::serve(&settings).await;
@@ -51,6 +55,17 @@ async fn main() -> Outcome {
     .await?;
     admin.close().await?;
     result
+}
+
+/// What an observed application installs: a log subscriber at INFO (to stderr) and a metrics
+/// recorder, here Prometheus's.
+fn observe() -> Outcome {
+    tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+        .with_writer(std::io::stderr)
+        .init();
+    metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    Ok(())
 }
 
 async fn run(settings: &Settings, options: PgConnectOptions) -> Outcome {

@@ -30,8 +30,11 @@ pub(crate) struct Settings {
     pub(crate) completed: u64,
     /// `--modes 0|1`: whether to drain with each choice of completions, besides the default.
     pub(crate) modes: bool,
-    /// `--rate N`: the soak's jobs a second (default: half of what a drain measures first).
+    /// `--rate N`: the soak's jobs a second (default: half of what the worker sustains).
     pub(crate) rate: Option<u64>,
+    /// `--observe 1`: run with an INFO log subscriber and a metrics recorder installed, as an
+    /// observed application does.
+    pub(crate) observe: bool,
 }
 
 impl Settings {
@@ -47,6 +50,7 @@ impl Settings {
             completed: 1_000_000,
             modes: true,
             rate: None,
+            observe: false,
         };
         let args: Vec<String> = args.collect();
         let mut rest = args.iter();
@@ -71,6 +75,7 @@ impl Settings {
                 "--completed" => s.completed = number()?,
                 "--modes" => s.modes = number()? != 0,
                 "--rate" => s.rate = Some(number()?.max(1)),
+                "--observe" => s.observe = number()? != 0,
                 "--soak" => s.mode = Mode::Soak(number()?.max(60)),
                 "--processes" => {
                     let counts = value

@@ -15,6 +15,9 @@ use crate::tasks::{Noop, Ping, Starts, enqueue_bulk};
 /// Fills the table with `count` completed jobs, as a busy queue's history looks, then vacuums
 /// it as autovacuum would have. Inserted directly (the insert guard is lifted meanwhile): the
 /// point is the table's size, not how the rows got there.
+/// How many times `stats()` is timed; the median is printed.
+const STATS_CALLS: usize = 11;
+
 async fn add_completed_rows(pool: &sqlx::PgPool, count: u64) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::raw_sql("ALTER TABLE pgq.jobs DISABLE TRIGGER jobs_guard_insert")
@@ -24,8 +27,10 @@ async fn add_completed_rows(pool: &sqlx::PgPool, count: u64) -> Result<(), sqlx:
         "INSERT INTO pgq.jobs (task, queue, payload, status, phase, attempts, worker_id,
                                claimed_at, started_at, completed_at, progress)
          SELECT 'Noop', 'bench', jsonb_build_object('n', g), 'completed', 2, 1, 'history',
-                now(), now(), now(), 100
-         FROM generate_series(1, $1) AS g",
+                at, at, at, 100
+         FROM generate_series(1, $1) AS g,
+              -- Spread over the default retention of a day, as a steady queue leaves them.
+              LATERAL (SELECT now() - g * (86400.0 / $1) * interval '1 second' AS at) AS t",
     )
     .bind(count as i64)
     .execute(&mut *tx)
@@ -93,6 +98,19 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
         add_completed_rows(pool, s.completed).await?;
         enqueue_bulk(&client, total, s.bulk_batch).await?;
         checkpoint(pool).await;
+        // What `stats()` costs with that history and those jobs waiting.
+        let mut calls = Vec::new();
+        for _ in 0..STATS_CALLS {
+            let at = Instant::now();
+            client.stats().await?;
+            calls.push(at.elapsed().as_secs_f64() * 1000.0);
+        }
+        println!(
+            "stats_with_{}_finished_{}_pending_ms {:.2}",
+            s.completed,
+            total,
+            quantile(&mut calls, 0.50)
+        );
         let elapsed = drain(&client, s.concurrency, total, Completions::Default).await?;
         println!(
             "drain_with_{}_completed_per_s {:.0}",

@@ -1,0 +1,109 @@
+//! The trace context from enqueue to handler (the `opentelemetry` feature): the enqueue keeps
+//! the current span's W3C `traceparent` in the job's meta, and the attempt's span continues
+//! that trace, so that a trace shows the request, then the job. Spans are exported to the
+//! OpenTelemetry SDK's in-memory exporter.
+
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+use pgq_core::{
+    Handler, JobContext, JobOutcome, Task, TaskError, Worker, WorkerEvent, async_trait,
+};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use tracing::Instrument;
+use tracing_subscriber::layer::SubscriberExt;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "traced")]
+struct Traced {
+    order: u32,
+}
+
+#[async_trait]
+impl Handler for Traced {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        let _inner = tracing::info_span!("charge the card").entered();
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_jobs_span_continues_the_trace_of_the_request_that_enqueued_it() {
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("pgq-test")));
+    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let request = tracing::info_span!("POST /orders");
+    let id = client
+        .enqueue(Traced { order: 42 })
+        .instrument(request.clone())
+        .await
+        .unwrap()
+        .id();
+    drop(request);
+
+    let job = client.job(id).await.unwrap().unwrap();
+    let traceparent = job.meta.as_ref().unwrap()["trace"]["traceparent"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(traceparent.starts_with("00-"), "{traceparent}");
+
+    let worker = Worker::builder(client.clone())
+        .queue("traced", 1)
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let outcome = tokio::time::timeout(LIMIT, async {
+        loop {
+            if let Ok(WorkerEvent::JobFinished {
+                id: done, outcome, ..
+            }) = events.recv().await
+                && done == id
+            {
+                return outcome;
+            }
+        }
+    })
+    .await
+    .expect("the job ends");
+    assert_eq!(outcome, JobOutcome::Completed);
+    handle.shutdown().await.unwrap();
+    provider.force_flush().unwrap();
+
+    let spans = exporter.get_finished_spans().unwrap();
+    let named = |name: &str| {
+        spans.iter().find(|s| s.name == name).unwrap_or_else(|| {
+            panic!(
+                "no span {name:?} among {:?}",
+                spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        })
+    };
+    let request = named("POST /orders");
+    let job_span = named("process traced");
+    let inner = named("charge the card");
+    let trace_id = request.span_context.trace_id();
+    assert_eq!(job_span.span_context.trace_id(), trace_id, "one trace");
+    assert_eq!(job_span.parent_span_id, request.span_context.span_id());
+    assert_eq!(inner.parent_span_id, job_span.span_context.span_id());
+    assert!(traceparent.contains(&trace_id.to_string()), "{traceparent}");
+    let outcome = job_span
+        .attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == "job.outcome")
+        .map(|kv| kv.value.to_string());
+    assert_eq!(outcome.as_deref(), Some("completed"));
+}

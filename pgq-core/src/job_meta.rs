@@ -1,0 +1,68 @@
+//! A job's metadata (the `meta` column): the user's tags, for operators to find jobs by, and
+//! the trace context of the enqueue, so that the job's span joins the trace that made it.
+//! Bounded and checked here, before the database's own bound (4 KiB) refuses it.
+
+use std::collections::BTreeMap;
+
+use crate::limits;
+
+/// `meta` as written: `{"tags": {..}, "trace": {"traceparent": ..}}`, or `None` when there is
+/// nothing to write, so that plain enqueues pay nothing.
+pub(crate) fn build(tags: &BTreeMap<String, String>) -> Result<Option<String>, String> {
+    if tags.len() > limits::MAX_TAGS {
+        return Err(format!(
+            "{} tags; at most {} are kept",
+            tags.len(),
+            limits::MAX_TAGS
+        ));
+    }
+    for (key, value) in tags {
+        if key.is_empty() || key.len() > limits::MAX_TAG_KEY_BYTES {
+            return Err(format!(
+                "tag name {:?}: 1 to {} bytes",
+                shown(key),
+                limits::MAX_TAG_KEY_BYTES
+            ));
+        }
+        if value.len() > limits::MAX_TAG_VALUE_BYTES {
+            return Err(format!(
+                "tag {:?}: its value is longer than {} bytes",
+                shown(key),
+                limits::MAX_TAG_VALUE_BYTES
+            ));
+        }
+        if key.chars().chain(value.chars()).any(char::is_control) {
+            return Err(format!(
+                "tag {:?}: no control characters in names or values",
+                shown(key)
+            ));
+        }
+    }
+    let trace = crate::trace_context::current();
+    if tags.is_empty() && trace.is_none() {
+        return Ok(None);
+    }
+    let mut meta = serde_json::Map::new();
+    if !tags.is_empty() {
+        meta.insert(
+            "tags".into(),
+            serde_json::to_value(tags).unwrap_or_default(),
+        );
+    }
+    if let Some(trace) = trace {
+        meta.insert("trace".into(), trace);
+    }
+    let meta = serde_json::Value::Object(meta).to_string();
+    if meta.len() > limits::MAX_META_BYTES {
+        return Err(format!(
+            "the tags take {} bytes as JSON; at most {} are kept",
+            meta.len(),
+            limits::MAX_META_BYTES
+        ));
+    }
+    Ok(Some(meta))
+}
+
+fn shown(text: &str) -> String {
+    text.chars().take(40).collect()
+}

@@ -1,0 +1,147 @@
+//! The live workers' registrations: each worker heartbeats its row, and a row whose
+//! `expires_at` has passed belongs to a dead worker, whose held jobs are taken back at once.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::types::Json;
+
+use crate::error::Result;
+use crate::job_id::JobId;
+use crate::live_worker::LiveWorker;
+use crate::store::attempt::ERROR_HISTORY;
+use crate::store::{Store, run};
+
+/// Registers the worker, or renews its registration: the same statement, so that a worker
+/// whose row was removed (taken for dead during a long outage) registers again.
+const HEARTBEAT: &str = "
+INSERT INTO pgq.workers (id, host, pid, queues, held, expires_at)
+VALUES ($1, $2, $3, $4, $5, now() + ($6 * interval '1 millisecond'))
+ON CONFLICT (id) DO UPDATE SET
+    heartbeat_at = now(), held = EXCLUDED.held, expires_at = EXCLUDED.expires_at";
+
+/// What a worker tells of itself with each heartbeat.
+#[derive(Debug, Clone)]
+pub(crate) struct Registration {
+    pub(crate) id: String,
+    pub(crate) host: String,
+    pub(crate) pid: i32,
+    /// Each queue with its concurrency, as a JSON object.
+    pub(crate) queues: serde_json::Value,
+    /// How long the worker counts as alive after a heartbeat.
+    pub(crate) alive_for_ms: i64,
+}
+
+pub(crate) async fn heartbeat(store: &Store, worker: &Registration, held: usize) -> Result<()> {
+    run!(store, |conn| async {
+        sqlx::query(store.sql(HEARTBEAT))
+            .persistent(store.prepared())
+            .bind(&worker.id)
+            .bind(&worker.host)
+            .bind(worker.pid)
+            .bind(Json(&worker.queues))
+            .bind(i32::try_from(held).unwrap_or(i32::MAX))
+            .bind(worker.alive_for_ms)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    })
+}
+
+const REMOVE: &str = "DELETE FROM pgq.workers WHERE id = $1";
+
+/// Removes a worker's registration at the end of a clean shutdown.
+pub(crate) async fn remove(store: &Store, id: &str) -> Result<()> {
+    run!(store, |conn| async {
+        sqlx::query(store.sql(REMOVE))
+            .persistent(store.prepared())
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    })
+}
+
+/// Removes the registrations of dead workers and takes back what they held as the rescuer does
+/// with expired leases: each such attempt counts, so that a job that kills its worker fails
+/// once its attempts are spent instead of killing workers forever.
+const RELEASE_DEAD: &str = "
+WITH dead AS (
+    DELETE FROM pgq.workers WHERE expires_at < now() RETURNING id
+),
+orphaned AS (
+    SELECT job.id FROM pgq.jobs AS job
+    WHERE job.phase = 1 AND job.worker_id = ANY(ARRAY(SELECT id FROM dead))
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pgq.jobs AS job SET
+    status = CASE WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
+    phase = CASE WHEN job.attempts >= job.max_attempts THEN 2 ELSE 0 END,
+    run_at = CASE WHEN job.attempts >= job.max_attempts THEN job.run_at
+                  ELSE now() + pgq.default_backoff(job.attempts) END,
+    completed_at = CASE WHEN job.attempts >= job.max_attempts THEN now() END,
+    last_error = 'worker ' || job.worker_id || ' died: it stopped heartbeating',
+    errors = pgq.append_error(job.errors, job.attempts,
+                              'worker ' || job.worker_id || ' died: it stopped heartbeating', $1),
+    worker_id = CASE WHEN job.attempts >= job.max_attempts THEN job.worker_id END,
+    lease_expires_at = NULL, updated_at = now()
+FROM orphaned
+WHERE job.id = orphaned.id
+RETURNING job.id, job.queue";
+
+/// Jobs taken back from dead workers, with their queues.
+pub(crate) async fn release_dead(store: &Store) -> Result<Vec<(JobId, String)>> {
+    run!(store, |conn| async {
+        let rows: Vec<(i64, String)> = sqlx::query_as(store.sql(RELEASE_DEAD))
+            .persistent(store.prepared())
+            .bind(ERROR_HISTORY)
+            .fetch_all(&mut *conn)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, queue)| (JobId::from(id), queue))
+            .collect())
+    })
+}
+
+const LIVE: &str = "
+SELECT id, host, pid, queues, started_at, heartbeat_at, held
+FROM pgq.workers
+WHERE expires_at >= now()
+ORDER BY started_at, id";
+
+pub(crate) async fn live(store: &Store) -> Result<Vec<LiveWorker>> {
+    run!(store, |conn| async {
+        let rows = sqlx::query(store.sql(LIVE))
+            .persistent(store.prepared())
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let Json(queues): Json<std::collections::BTreeMap<String, u32>> =
+                    row.try_get("queues")?;
+                Ok(LiveWorker {
+                    id: row.try_get("id")?,
+                    host: row.try_get("host")?,
+                    pid: row.try_get::<i32, _>("pid")? as u32,
+                    queues,
+                    started_at: row.try_get::<DateTime<Utc>, _>("started_at")?,
+                    heartbeat_at: row.try_get::<DateTime<Utc>, _>("heartbeat_at")?,
+                    held: u32::try_from(row.try_get::<i32, _>("held")?).unwrap_or(0),
+                })
+            })
+            .collect::<Result<Vec<_>>>()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[
+            super::HEARTBEAT,
+            super::REMOVE,
+            super::RELEASE_DEAD,
+            super::LIVE,
+        ]);
+    }
+}

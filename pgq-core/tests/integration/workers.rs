@@ -1,0 +1,117 @@
+//! Live workers: each registers, heartbeats with how many jobs it holds, and is removed at a
+//! clean shutdown; a worker whose registration expired is dead, and any other worker's rescuer
+//! takes its jobs back at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pgq_core::{Handler, JobContext, JobStatus, Task, TaskError, Worker, async_trait};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+use crate::support;
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "registered")]
+struct Held;
+
+#[async_trait]
+impl Handler for Held {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        support::pass_gate(ctx).await;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_worker_is_listed_with_its_queues_and_held_jobs_until_it_shuts_down() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("registered", 3)
+        .heartbeat_interval(Duration::from_millis(50))
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let worker_id = worker.worker_id().to_owned();
+    let handle = worker.start();
+    let id = client.enqueue(Held).await.unwrap().id();
+    support::held(db.pool(), id).await;
+
+    let listed = support::eventually(|| async {
+        let workers = client.workers().await.unwrap();
+        workers
+            .into_iter()
+            .find(|w| w.id == worker_id && w.held == 1)
+    })
+    .await;
+    assert_eq!(listed.pid, std::process::id());
+    assert_eq!(listed.queues.get("registered"), Some(&3));
+    assert!(!listed.host.is_empty());
+    assert!(listed.heartbeat_at >= listed.started_at);
+
+    // Heartbeats go on: the last one moves forward.
+    support::eventually(|| async {
+        let workers = client.workers().await.unwrap();
+        workers
+            .into_iter()
+            .find(|w| w.id == worker_id && w.heartbeat_at > listed.heartbeat_at)
+    })
+    .await;
+
+    gate.add_permits(1);
+    handle.shutdown().await.unwrap();
+    assert!(
+        client.workers().await.unwrap().is_empty(),
+        "a clean shutdown removes the registration"
+    );
+}
+
+#[tokio::test]
+async fn a_dead_workers_jobs_are_taken_back_by_any_rescuer_without_waiting_for_leases() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    // A worker that died holding a job with an hour of lease left: its registration expired.
+    let id = client.enqueue(Held).await.unwrap().id();
+    sqlx::raw_sql(
+        "INSERT INTO pgq.workers (id, host, pid, queues, expires_at)
+         VALUES ('gone:1:abc', 'gone', 1, '{\"registered\": 1}', now() - interval '1 second');
+         UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'gone:1:abc',
+             claimed_at = now(), started_at = now(), lease_expires_at = now() + interval '1 hour'",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    assert!(
+        client.workers().await.unwrap().is_empty(),
+        "an expired worker is not live"
+    );
+
+    let gate = Arc::new(Semaphore::new(1));
+    let worker = Worker::builder(client.clone())
+        .queue("registered", 1)
+        .rescue_interval(Duration::from_millis(50))
+        .state(gate)
+        .build()
+        .unwrap();
+    let handle = worker.start();
+    let job = support::eventually(|| async {
+        let job = client.job(id).await.unwrap().unwrap();
+        (job.status == JobStatus::Pending).then_some(job)
+    })
+    .await;
+    assert_eq!(job.attempts, 1, "the dead worker's attempt counts");
+    let error = job.last_error.unwrap();
+    assert!(
+        error.contains("gone:1:abc") && error.contains("heartbeat"),
+        "{error}"
+    );
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.workers WHERE id = 'gone:1:abc'")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "the dead registration is removed");
+    handle.shutdown().await.unwrap();
+}
