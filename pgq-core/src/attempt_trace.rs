@@ -48,7 +48,6 @@ impl AttemptTrace {
             messaging.system = "pgq",
             messaging.operation.type = "process",
             messaging.destination.name = job.queue,
-            messaging.message.id = %job.id,
             job.id = %job.id,
             job.task = job.task,
             job.attempt = job.attempt,

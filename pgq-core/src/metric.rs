@@ -8,8 +8,7 @@ use std::time::Duration;
 pub(crate) fn enqueued(task: &str, queue: &str, count: u64) {
     #[cfg(feature = "metrics")]
     if count > 0 {
-        metrics::counter!("pgq_jobs_enqueued_total", "task" => task.to_owned(), "queue" => queue.to_owned())
-            .increment(count);
+        attempts::handles(task, queue).enqueued.increment(count);
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (task, queue, count);
@@ -25,21 +24,87 @@ pub(crate) fn attempt_ended(
     ran_for: Duration,
 ) {
     #[cfg(feature = "metrics")]
-    {
-        let labels = [("task", task.to_owned()), ("queue", queue.to_owned())];
-        let counted = [
-            ("task", task.to_owned()),
-            ("queue", queue.to_owned()),
-            ("outcome", outcome.to_owned()),
-        ];
-        metrics::counter!("pgq_attempts_total", &counted).increment(1);
-        if let Some(waited) = waited {
-            metrics::histogram!("pgq_job_wait_seconds", &labels).record(waited.as_secs_f64());
-        }
-        metrics::histogram!("pgq_job_run_seconds", &labels).record(ran_for.as_secs_f64());
-    }
+    attempts::ended(task, queue, outcome, waited, ran_for);
     #[cfg(not(feature = "metrics"))]
     let _ = (task, queue, outcome, waited, ran_for);
+}
+
+/// The handles of each task and queue's metrics, registered once: a handle costs
+/// nothing to look up again, where naming a metric builds its key and finds it in the
+/// recorder's registry on every call.
+#[cfg(feature = "metrics")]
+mod attempts {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    use std::time::Duration;
+
+    use metrics::{Counter, Histogram};
+
+    pub(super) struct Handles {
+        pub(super) enqueued: Counter,
+        labels: [(&'static str, String); 2],
+        outcomes: Mutex<HashMap<&'static str, Counter>>,
+        wait: Histogram,
+        run: Histogram,
+    }
+
+    type ByQueue = HashMap<String, Arc<Handles>>;
+
+    pub(super) fn handles(task: &str, queue: &str) -> Arc<Handles> {
+        static BY_TASK: OnceLock<Mutex<HashMap<String, ByQueue>>> = OnceLock::new();
+        let mut by_task = BY_TASK
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(handles) = by_task.get(task).and_then(|by_queue| by_queue.get(queue)) {
+            return handles.clone();
+        }
+        let labels = [("task", task.to_owned()), ("queue", queue.to_owned())];
+        let handles = Arc::new(Handles {
+            enqueued: metrics::counter!("pgq_jobs_enqueued_total", &labels),
+            wait: metrics::histogram!("pgq_job_wait_seconds", &labels),
+            run: metrics::histogram!("pgq_job_run_seconds", &labels),
+            labels,
+            outcomes: Mutex::default(),
+        });
+        by_task
+            .entry(task.to_owned())
+            .or_default()
+            .insert(queue.to_owned(), handles.clone());
+        handles
+    }
+
+    pub(super) fn ended(
+        task: &str,
+        queue: &str,
+        outcome: &'static str,
+        waited: Option<Duration>,
+        ran_for: Duration,
+    ) {
+        let handles = handles(task, queue);
+        {
+            let mut outcomes = handles
+                .outcomes
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            outcomes
+                .entry(outcome)
+                .or_insert_with(|| {
+                    let [(task_key, task), (queue_key, queue)] = handles.labels.clone();
+                    metrics::counter!(
+                        "pgq_attempts_total",
+                        task_key => task,
+                        queue_key => queue,
+                        "outcome" => outcome
+                    )
+                })
+                .increment(1);
+        }
+        if let Some(waited) = waited {
+            handles.wait.record(waited.as_secs_f64());
+        }
+        handles.run.record(ran_for.as_secs_f64());
+    }
 }
 
 /// Jobs whose lease ran out, returned by the rescuer: `pgq_jobs_rescued_total{queue}`; and

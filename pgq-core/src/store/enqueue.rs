@@ -20,11 +20,17 @@ const CONFLICT_ROUNDS: usize = 10;
 /// (`clock_timestamp()`), not from the start of the transaction it runs in.
 macro_rules! insert_one {
     ($on_conflict:literal) => {
+        insert_one!("", "", $on_conflict)
+    };
+    ($meta_column:literal, $meta_value:literal, $on_conflict:literal) => {
         concat!(
-            "INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, unique_key, run_at,
-                                  meta)
+            "INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, unique_key, run_at",
+            $meta_column,
+            ")
             VALUES ($1, $2, $3, $4, $5::jsonb, $6,
-                    COALESCE($7, clock_timestamp() + ($8 * interval '1 millisecond')), $10::jsonb)
+                    COALESCE($7, clock_timestamp() + ($8 * interval '1 millisecond'))",
+            $meta_value,
+            ")
             ",
             $on_conflict,
             "
@@ -32,6 +38,14 @@ macro_rules! insert_one {
                       CASE WHEN $9 AND run_at <= clock_timestamp()
                            THEN pg_notify('pgq_insert', queue) END AS notified"
         )
+    };
+}
+
+/// [`insert_one`] for a job with metadata (tags, trace context): plain jobs never pay for the
+/// column's domain check.
+macro_rules! insert_one_with_meta {
+    ($on_conflict:literal) => {
+        insert_one!(", meta", ", $10::jsonb", $on_conflict)
     };
 }
 
@@ -50,6 +64,19 @@ const REPLACE_ONE: &str = insert_one!(
      WHERE pgq.jobs.status = 'pending'"
 );
 
+const INSERT_ONE_META: &str = insert_one_with_meta!("");
+
+const INSERT_ONE_UNIQUE_META: &str = insert_one_with_meta!(
+    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2 DO NOTHING"
+);
+
+const REPLACE_ONE_META: &str = insert_one_with_meta!(
+    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2
+     DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority,
+                   run_at = EXCLUDED.run_at, meta = EXCLUDED.meta, updated_at = now()
+     WHERE pgq.jobs.status = 'pending'"
+);
+
 const FIND_ACTIVE: &str = "SELECT id FROM pgq.jobs
     WHERE task = $1 AND unique_key = $2 AND phase < 2";
 
@@ -64,13 +91,16 @@ pub(crate) async fn insert_one(
     replace: bool,
     notify: bool,
 ) -> Result<Enqueued> {
-    let sql = match (unique_key, replace) {
-        (None, _) => INSERT_ONE,
-        (Some(_), false) => INSERT_ONE_UNIQUE,
-        (Some(_), true) => REPLACE_ONE,
+    let sql = match (unique_key, replace, job.meta.is_some()) {
+        (None, _, false) => INSERT_ONE,
+        (Some(_), false, false) => INSERT_ONE_UNIQUE,
+        (Some(_), true, false) => REPLACE_ONE,
+        (None, _, true) => INSERT_ONE_META,
+        (Some(_), false, true) => INSERT_ONE_UNIQUE_META,
+        (Some(_), true, true) => REPLACE_ONE_META,
     };
     for _ in 0..CONFLICT_ROUNDS {
-        let row = sqlx::query(store.sql(sql))
+        let query = sqlx::query(store.sql(sql))
             .persistent(store.prepared())
             .bind(job.task)
             .bind(job.queue)
@@ -80,10 +110,12 @@ pub(crate) async fn insert_one(
             .bind(unique_key)
             .bind(job.run_at)
             .bind(job.delay_ms)
-            .bind(notify)
-            .bind(job.meta.as_deref())
-            .fetch_optional(&mut *conn)
-            .await?;
+            .bind(notify);
+        let query = match &job.meta {
+            Some(meta) => query.bind(meta.as_str()),
+            None => query,
+        };
+        let row = query.fetch_optional(&mut *conn).await?;
         if let Some(row) = row {
             let id = JobId::from(row.try_get::<i64, _>("id")?);
             return Ok(if row.try_get("inserted")? {
@@ -347,6 +379,9 @@ mod tests {
             super::INSERT_ONE,
             super::INSERT_ONE_UNIQUE,
             super::REPLACE_ONE,
+            super::INSERT_ONE_META,
+            super::INSERT_ONE_UNIQUE_META,
+            super::REPLACE_ONE_META,
             super::FIND_ACTIVE,
             super::INSERT_MANY,
             super::DRAW_IDS,

@@ -22,6 +22,7 @@ mod retention;
 mod schema_name;
 mod search_path;
 mod stats;
+mod tags;
 mod tls;
 mod transitions;
 mod unique_key;

@@ -34,7 +34,7 @@ pub(crate) struct Settings {
     pub(crate) rate: Option<u64>,
     /// `--observe 1`: run with an INFO log subscriber and a metrics recorder installed, as an
     /// observed application does.
-    pub(crate) observe: bool,
+    pub(crate) observe: u64,
 }
 
 impl Settings {
@@ -50,7 +50,7 @@ impl Settings {
             completed: 1_000_000,
             modes: true,
             rate: None,
-            observe: false,
+            observe: 0,
         };
         let args: Vec<String> = args.collect();
         let mut rest = args.iter();
@@ -75,7 +75,7 @@ impl Settings {
                 "--completed" => s.completed = number()?,
                 "--modes" => s.modes = number()? != 0,
                 "--rate" => s.rate = Some(number()?.max(1)),
-                "--observe" => s.observe = number()? != 0,
+                "--observe" => s.observe = number()?,
                 "--soak" => s.mode = Mode::Soak(number()?.max(60)),
                 "--processes" => {
                     let counts = value
