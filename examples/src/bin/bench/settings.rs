@@ -33,7 +33,7 @@ pub(crate) struct Settings {
     /// `--rate N`: the soak's jobs a second (default: half of what the worker sustains).
     pub(crate) rate: Option<u64>,
     /// `--observe 1`: run with an INFO log subscriber and a metrics recorder installed, as an
-    /// observed application does.
+    /// observed application does; `2` installs the subscriber alone, `3` the recorder alone.
     pub(crate) observe: u64,
 }
 
