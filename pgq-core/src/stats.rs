@@ -35,6 +35,12 @@ pub struct QueueStats {
     pub running: u64,
     /// How long the oldest due job has been waiting: the queue's lag.
     pub oldest_due_age: Option<Duration>,
+    /// Jobs completed within the window.
+    pub completed: u64,
+    /// Jobs that ended `failed` within the window.
+    pub failed: u64,
+    /// Jobs cancelled within the window.
+    pub cancelled: u64,
     /// Jobs completed a minute, over the window.
     pub completed_per_minute: f64,
     /// Jobs that ended `failed` a minute, over the window.

@@ -123,6 +123,9 @@ pub(crate) async fn stats(store: &Store, window: Duration) -> Result<Vec<QueueSt
                     oldest_due_age: row
                         .try_get::<Option<f64>, _>("oldest_due_secs")?
                         .map(|secs| Duration::from_secs_f64(secs.max(0.0))),
+                    completed: count(row, "completed")?,
+                    failed: count(row, "failed")?,
+                    cancelled: count(row, "cancelled")?,
                     completed_per_minute: rate(row, "completed")?,
                     failed_per_minute: rate(row, "failed")?,
                     cancelled_per_minute: rate(row, "cancelled")?,

@@ -86,6 +86,7 @@ async fn stats_count_waiting_jobs_with_lag_and_rates_over_the_window() {
         "{lag:?}"
     );
     // One failure within the 5-minute window: 0.2 a minute; the old completion counts not.
+    assert_eq!((a.completed, a.failed, a.cancelled), (0, 1, 0));
     assert_eq!(
         (
             a.completed_per_minute,
@@ -96,7 +97,7 @@ async fn stats_count_waiting_jobs_with_lag_and_rates_over_the_window() {
     );
     let b = &stats[1];
     assert_eq!((b.queue.as_str(), b.due), ("stats-b", 0));
-    assert_eq!(b.cancelled_per_minute, 0.2);
+    assert_eq!((b.cancelled, b.cancelled_per_minute), (1, 0.2));
     assert_eq!(b.oldest_due_age, None);
 }
 
