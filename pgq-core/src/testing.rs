@@ -142,7 +142,21 @@ pub async fn make_due(client: &Client, id: JobId) -> Result<()> {
     store::testing::make_due(client.store(), id).await
 }
 
+/// Makes every pending job of `queues` due now; returns how many were scheduled later.
+pub async fn make_queues_due(client: &Client, queues: &[String]) -> Result<u64> {
+    store::testing::make_queues_due(client.store(), queues).await
+}
+
 /// The id and payload of every pending job of `task`, oldest id first.
 pub async fn pending(client: &Client, task: &str) -> Result<Vec<(JobId, serde_json::Value)>> {
     store::testing::pending(client.store(), task).await
+}
+
+/// Every job of `task`, whatever its status, oldest id first, as `conn` sees them; pgq's
+/// tables in the default schema.
+pub async fn jobs_of_task(
+    conn: &mut sqlx::PgConnection,
+    task: &str,
+) -> Result<Vec<crate::job::Job>> {
+    store::testing::of_task(conn, crate::schema::Schema::default().name(), task).await
 }

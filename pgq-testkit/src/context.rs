@@ -163,6 +163,28 @@ impl TestContext {
         self.inner.run(task).await
     }
 
+    /// Runs the handler of `T` on a payload in its stored form, JSON, exactly as a worker does:
+    /// decoded (a payload that does not decode is the failed attempt it would be in
+    /// production), within the task's `timeout`, with its backoff applied to a plain retry.
+    ///
+    /// ```
+    /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendWelcome { user_id: i64 }
+    /// # #[async_trait] impl Handler for SendWelcome {
+    /// #     async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let ctx = pgq_testkit::TestContext::new();
+    /// ctx.perform::<SendWelcome>(r#"{"user_id": 7}"#).await.unwrap();
+    /// // A row written by an older version of the task, with a string id, would not run:
+    /// let err = ctx.perform::<SendWelcome>(r#"{"user_id": "7"}"#).await.unwrap_err();
+    /// assert!(err.message().contains("user_id"), "{}", err.message());
+    /// # }
+    /// ```
+    pub async fn perform<T: Handler>(&self, json: &str) -> Result<(), TaskError> {
+        self.inner.run_json::<T>(json).await
+    }
+
     /// Fires `ctx.cancelled()` now; call it before `run` to start cancelled.
     ///
     /// ```

@@ -1,4 +1,5 @@
-//! [`drain`]: run every due job of a queue inline, through the real handlers.
+//! [`drain`]: run every due job of a queue inline, through the real handlers; [`Drain`] with
+//! options.
 
 use pgq_core::{Client, DrainedJob, WorkerBuilder};
 
@@ -35,4 +36,124 @@ pub async fn drain_with(builder: WorkerBuilder) -> Vec<DrainedJob> {
         .drain()
         .await
         .unwrap_or_else(|err| panic!("drain failed: {err}"))
+}
+
+/// A drain with options: which queues, whether scheduled jobs run too, whether a handler's
+/// panic fails the test, and how many attempts at most. Jobs that drained jobs enqueue are
+/// drained too (recursion), within the bound.
+///
+/// ```no_run
+/// # async fn example(db: pgq_testkit::TestDatabase) {
+/// use pgq_testkit::Drain;
+///
+/// // Signup enqueues a welcome mail and a reminder for tomorrow; run all of it now, and let a
+/// // handler's panic fail this test instead of becoming a retry.
+/// let drained = Drain::new(&db.client())
+///     .queue("signup")
+///     .queue("email")
+///     .with_scheduled(true)
+///     .with_safety(false)
+///     .run()
+///     .await;
+/// assert_eq!(drained.len(), 3);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Drain {
+    client: Client,
+    queues: Vec<String>,
+    scheduled: bool,
+    safety: bool,
+    limit: usize,
+}
+
+impl Drain {
+    /// A drain on `client`'s database; name its queues with [`queue`](Self::queue).
+    pub fn new(client: &Client) -> Self {
+        Self {
+            client: client.clone(),
+            queues: Vec::new(),
+            scheduled: false,
+            safety: true,
+            limit: pgq_core::limits::DRAIN_LIMIT,
+        }
+    }
+
+    /// Drains this queue too.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queues.push(queue.into());
+        self
+    }
+
+    /// Whether jobs scheduled for later (delayed, backing off before a retry) run too, as if
+    /// their time had come (default `false`: only due jobs).
+    pub fn with_scheduled(mut self, scheduled: bool) -> Self {
+        self.scheduled = scheduled;
+        self
+    }
+
+    /// Whether a handler's panic is recorded as the failed attempt it is in production
+    /// (`true`, the default) or fails the test at once with the handler's message (`false`).
+    pub fn with_safety(mut self, safety: bool) -> Self {
+        self.safety = safety;
+        self
+    }
+
+    /// At most this many attempts (default [`DRAIN_LIMIT`](pgq_core::limits::DRAIN_LIMIT)):
+    /// a bound for jobs that keep enqueueing jobs.
+    pub fn limit(mut self, attempts: usize) -> Self {
+        self.limit = attempts.max(1);
+        self
+    }
+
+    /// Runs the drain and returns every attempt it ran, in order.
+    pub async fn run(self) -> Vec<DrainedJob> {
+        assert!(
+            !self.queues.is_empty(),
+            "name the queues to drain with Drain::queue"
+        );
+        let mut drained = Vec::new();
+        loop {
+            if self.scheduled {
+                pgq_core::__testkit::make_queues_due(&self.client, &self.queues)
+                    .await
+                    .unwrap_or_else(|err| panic!("cannot make scheduled jobs due: {err}"));
+            }
+            let builder = self.queues.iter().fold(
+                pgq_core::Worker::builder(self.client.clone()),
+                |builder, queue| builder.queue(queue, 1),
+            );
+            let round = builder
+                .build()
+                .unwrap_or_else(|err| panic!("cannot build the draining worker: {err}"))
+                .drain_at_most(self.limit - drained.len())
+                .await
+                .unwrap_or_else(|err| panic!("drain failed: {err}"));
+            if !self.safety
+                && let Some(panicked) = round.iter().find(|job| {
+                    job.error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("handler panicked: "))
+                })
+            {
+                panic!(
+                    "job {} ({}) {}",
+                    panicked.id,
+                    panicked.task,
+                    panicked.error.as_deref().unwrap_or_default()
+                );
+            }
+            let ran = !round.is_empty();
+            drained.extend(round);
+            if drained.len() >= self.limit {
+                return drained;
+            }
+            // A round may leave jobs for later (retries backing off, jobs enqueued with a
+            // delay): with scheduled jobs included, run rounds until one runs nothing.
+            if !(self.scheduled && ran) {
+                return drained;
+            }
+        }
+    }
 }

@@ -89,10 +89,46 @@ pub(crate) async fn pending(store: &Store, task: &str) -> Result<Vec<(JobId, ser
         .collect())
 }
 
+const MAKE_QUEUES_DUE: &str =
+    "UPDATE pgq.jobs SET run_at = now() WHERE phase = 0 AND run_at > now() AND queue = ANY($1)";
+
+/// Makes every pending job of `queues` due now; returns how many were scheduled later.
+pub(crate) async fn make_queues_due(store: &Store, queues: &[String]) -> Result<u64> {
+    let pool = store.pool();
+    let done = sqlx::query(store.sql(MAKE_QUEUES_DUE))
+        .persistent(store.prepared())
+        .bind(queues)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+const OF_TASK: &str = "SELECT * FROM pgq.jobs WHERE task = $1 ORDER BY id";
+
+/// Every job of `task`, whatever its status, oldest id first, as `conn` sees them (inside its
+/// transaction, if it has one open); pgq's tables in `schema`.
+pub(crate) async fn of_task(
+    conn: &mut sqlx::PgConnection,
+    schema: &str,
+    task: &str,
+) -> Result<Vec<crate::job::Job>> {
+    let sql = crate::store::sql::render(OF_TASK, schema);
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(task)
+        .fetch_all(conn)
+        .await?;
+    rows.iter().map(crate::store::job::decode).collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn every_statement_renders() {
-        crate::store::sql::assert_renders(&[super::ADVANCE, super::MAKE_DUE]);
+        crate::store::sql::assert_renders(&[
+            super::ADVANCE,
+            super::MAKE_DUE,
+            super::MAKE_QUEUES_DUE,
+            super::OF_TASK,
+        ]);
     }
 }

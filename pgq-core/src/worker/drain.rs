@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::job_id::JobId;
-use crate::limits;
 use crate::store;
 use crate::store::run;
 use crate::store::tick::TickRequest;
@@ -46,13 +45,17 @@ pub(crate) async fn drain(
     executor: Arc<Executor>,
     reporter: &Reporter,
     queues: &[Arc<QueueSlots>],
+    limit: usize,
 ) -> Result<Vec<DrainedJob>> {
     let db = executor.client.store();
     let tasks = &executor.tasks;
     let mut drained = Vec::new();
-    while drained.len() < limits::DRAIN_LIMIT {
+    while drained.len() < limit {
         let mut ran = false;
         for queue in queues {
+            if drained.len() >= limit {
+                break;
+            }
             // Claimed as `running`: its handler starts at once.
             let request = TickRequest {
                 worker_id: &executor.worker_id,

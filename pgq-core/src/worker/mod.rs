@@ -177,9 +177,28 @@ impl Worker {
     /// # Ok(()) }
     /// ```
     pub async fn drain(self) -> Result<Vec<DrainedJob>> {
+        self.drain_at_most(crate::limits::DRAIN_LIMIT).await
+    }
+
+    /// [`drain`](Self::drain), stopping after `attempts` attempts: a bound for jobs that keep
+    /// enqueueing or retrying jobs.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let drained = pgq_core::Worker::builder(client).queue("crawl", 1).build()?.drain_at_most(100).await?;
+    /// assert!(drained.len() <= 100);
+    /// # Ok(()) }
+    /// ```
+    pub async fn drain_at_most(self, attempts: usize) -> Result<Vec<DrainedJob>> {
         let runtime = &self.runtime;
-        let drained =
-            drain::drain(runtime.executor.clone(), &runtime.reporter, &runtime.queues).await;
+        let limit = attempts.min(crate::limits::DRAIN_LIMIT);
+        let drained = drain::drain(
+            runtime.executor.clone(),
+            &runtime.reporter,
+            &runtime.queues,
+            limit,
+        )
+        .await;
         runtime.close_pools().await;
         drained
     }

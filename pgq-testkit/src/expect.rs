@@ -1,0 +1,166 @@
+//! [`Expect`]: what an enqueued job must look like besides its payload — queue, priority,
+//! status, schedule, tags, and how many such jobs there are.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use pgq_core::{Job, JobStatus};
+
+/// When a job must be scheduled to run.
+#[derive(Debug, Clone, PartialEq)]
+enum Scheduled {
+    At(DateTime<Utc>),
+    Between(DateTime<Utc>, DateTime<Utc>),
+    /// Within this long of `base` (now when the assertion runs), either way.
+    Within(Duration, DateTime<Utc>),
+}
+
+/// What a job must match besides its payload, for
+/// [`assert_enqueued_with`](crate::assert_enqueued_with) and its relatives. By default a job
+/// matches when it is `pending`, in any queue, at any priority and schedule; each setting
+/// narrows that.
+///
+/// ```
+/// use std::time::Duration;
+/// use pgq_core::JobStatus;
+/// use pgq_testkit::Expect;
+///
+/// let expect = Expect::default()
+///     .queue("email")
+///     .priority(150)
+///     .scheduled_within(Duration::from_secs(3600), Duration::from_secs(5))
+///     .tag("tenant", "acme")
+///     .count(1);
+/// assert_eq!(expect.statuses(), [JobStatus::Pending]);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[must_use]
+pub struct Expect {
+    queue: Option<String>,
+    priority: Option<i16>,
+    statuses: Vec<JobStatus>,
+    scheduled: Option<Scheduled>,
+    tags: BTreeMap<String, String>,
+    count: Option<usize>,
+}
+
+impl Expect {
+    /// In this queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// At this priority.
+    pub fn priority(mut self, priority: i16) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// In this status (call again for any of several); `pending` when never called.
+    pub fn status(mut self, status: JobStatus) -> Self {
+        self.statuses.push(status);
+        self
+    }
+
+    /// Scheduled to run at exactly this time, to the microsecond (what PostgreSQL keeps).
+    pub fn scheduled_at(mut self, at: DateTime<Utc>) -> Self {
+        self.scheduled = Some(Scheduled::At(at));
+        self
+    }
+
+    /// Scheduled to run between these times, both included.
+    pub fn scheduled_between(mut self, from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        self.scheduled = Some(Scheduled::Between(from, to));
+        self
+    }
+
+    /// Scheduled to run `from_now` after now, give or take `slack`: for delays, whose exact time
+    /// the database's clock decides.
+    pub fn scheduled_within(mut self, from_now: Duration, slack: Duration) -> Self {
+        let base = Utc::now() + chrono::Duration::from_std(from_now).unwrap_or_default();
+        self.scheduled = Some(Scheduled::Within(slack, base));
+        self
+    }
+
+    /// Tagged `name = value` ([`EnqueueOptions::tag`](pgq_core::EnqueueOptions::tag)).
+    pub fn tag(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(name.into(), value.into());
+        self
+    }
+
+    /// Exactly this many matching jobs, instead of at least one.
+    pub fn count(mut self, count: usize) -> Self {
+        self.count = Some(count);
+        self
+    }
+
+    /// The statuses a job may be in to match.
+    pub fn statuses(&self) -> Vec<JobStatus> {
+        if self.statuses.is_empty() {
+            vec![JobStatus::Pending]
+        } else {
+            self.statuses.clone()
+        }
+    }
+
+    pub(crate) fn expected_count(&self) -> Option<usize> {
+        self.count
+    }
+
+    /// Whether `job` matches everything but its payload.
+    pub(crate) fn matches(&self, job: &Job) -> bool {
+        self.statuses().contains(&job.status)
+            && self.queue.as_ref().is_none_or(|q| *q == job.queue)
+            && self.priority.is_none_or(|p| p == job.priority)
+            && self
+                .scheduled
+                .as_ref()
+                .is_none_or(|s| scheduled(s, job.run_at))
+            && self.tags.iter().all(|(name, value)| {
+                job.meta
+                    .as_ref()
+                    .and_then(|meta| meta.get("tags"))
+                    .and_then(|tags| tags.get(name))
+                    .and_then(|v| v.as_str())
+                    == Some(value.as_str())
+            })
+    }
+}
+
+fn scheduled(expected: &Scheduled, run_at: DateTime<Utc>) -> bool {
+    match expected {
+        // PostgreSQL keeps microseconds.
+        Scheduled::At(at) => run_at.timestamp_micros() == at.timestamp_micros(),
+        Scheduled::Between(from, to) => *from <= run_at && run_at <= *to,
+        Scheduled::Within(slack, base) => {
+            let slack = chrono::Duration::from_std(*slack).unwrap_or_default();
+            (run_at - *base).abs() <= slack
+        }
+    }
+}
+
+impl fmt::Display for Expect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let statuses: Vec<&str> = self.statuses().iter().map(|s| s.as_str()).collect();
+        write!(f, "status {}", statuses.join(" or "))?;
+        if let Some(queue) = &self.queue {
+            write!(f, ", queue {queue:?}")?;
+        }
+        if let Some(priority) = self.priority {
+            write!(f, ", priority {priority}")?;
+        }
+        match &self.scheduled {
+            Some(Scheduled::At(at)) => write!(f, ", scheduled at {at}")?,
+            Some(Scheduled::Between(from, to)) => write!(f, ", scheduled between {from} and {to}")?,
+            Some(Scheduled::Within(slack, base)) => write!(f, ", scheduled at {base} ± {slack:?}")?,
+            None => {}
+        }
+        for (name, value) in &self.tags {
+            write!(f, ", tag {name}={value:?}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,145 @@
+//! Draining with options: jobs that drained jobs enqueue, scheduled jobs, panics that fail the
+//! test, and a bound.
+
+use std::time::Duration;
+
+use pgq_core::{EnqueueOptions, Handler, JobContext, JobOutcome, Task, TaskError, async_trait};
+use pgq_testkit::{Drain, TestDatabase};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "signup")]
+struct Signup {
+    user_id: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "email")]
+struct Welcome {
+    user_id: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "email")]
+struct Remind {
+    user_id: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "fragile")]
+struct Fragile;
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "forever")]
+struct Forever {
+    n: u32,
+}
+
+#[async_trait]
+impl Handler for Signup {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.enqueue(Welcome {
+            user_id: self.user_id,
+        })
+        .await?;
+        let tomorrow = EnqueueOptions::default().delay(Duration::from_secs(24 * 3600));
+        ctx.enqueue_with(
+            Remind {
+                user_id: self.user_id,
+            },
+            tomorrow,
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Handler for Welcome {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Handler for Remind {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Handler for Fragile {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        panic!("the parser choked");
+    }
+}
+
+#[async_trait]
+impl Handler for Forever {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.enqueue(Forever { n: self.n + 1 }).await?;
+        Ok(())
+    }
+}
+
+fn tasks(drained: &[pgq_core::DrainedJob]) -> Vec<&str> {
+    drained.iter().map(|job| job.task.as_str()).collect()
+}
+
+#[tokio::test]
+async fn jobs_enqueued_by_drained_jobs_are_drained_and_scheduled_ones_on_request() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.enqueue(Signup { user_id: 7 }).await.unwrap();
+    let drained = Drain::new(&client)
+        .queue("signup")
+        .queue("email")
+        .run()
+        .await;
+    assert_eq!(
+        tasks(&drained),
+        ["Signup", "Welcome"],
+        "the reminder waits for tomorrow"
+    );
+
+    let drained = Drain::new(&client)
+        .queue("email")
+        .with_scheduled(true)
+        .run()
+        .await;
+    assert_eq!(tasks(&drained), ["Remind"]);
+    assert!(
+        drained
+            .iter()
+            .all(|job| job.outcome == JobOutcome::Completed)
+    );
+}
+
+#[tokio::test]
+async fn with_safety_off_a_handlers_panic_fails_the_test() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.enqueue(Fragile).await.unwrap();
+    // With safety on, the panic is the failed attempt it is in production.
+    let drained = Drain::new(&client).queue("fragile").run().await;
+    assert_eq!(drained[0].outcome, JobOutcome::Retrying);
+
+    client.enqueue(Fragile).await.unwrap();
+    let unsafe_drain = Drain::new(&client).queue("fragile").with_safety(false);
+    let panic = tokio::spawn(unsafe_drain.run())
+        .await
+        .expect_err("the drain panics")
+        .into_panic();
+    let message = panic.downcast::<String>().map(|m| *m).unwrap_or_default();
+    assert!(message.contains("the parser choked"), "{message}");
+}
+
+#[tokio::test]
+async fn a_bound_stops_jobs_that_keep_enqueueing_jobs() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.enqueue(Forever { n: 0 }).await.unwrap();
+    let drained = Drain::new(&client).queue("forever").limit(5).run().await;
+    assert_eq!(drained.len(), 5);
+}
