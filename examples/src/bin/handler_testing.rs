@@ -127,6 +127,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_payload_in_an_old_shape_fails_as_it_would_in_production() {
+        let ctx = TestContext::new().state(billing());
+        // A row written when amounts were strings.
+        let err = ctx
+            .perform::<ChargeInvoice>(r#"{"invoice_id": 7, "cents": "2500.00"}"#)
+            .await
+            .unwrap_err();
+        assert!(err.message().contains("cents"), "{}", err.message());
+    }
+
+    /// With a database: the charge is enqueued where the worker looks for it, and draining it
+    /// leaves one review waiting in the billing queue.
+    #[tokio::test]
+    async fn a_large_charge_leaves_one_review_waiting() {
+        use pgq_testkit::{Expect, TestDatabase, assert_enqueued_with, drain_with};
+
+        let db = TestDatabase::new().await;
+        let client = db.client();
+        client
+            .enqueue(ChargeInvoice {
+                invoice_id: 7,
+                cents: 250_000,
+            })
+            .await
+            .unwrap();
+        let billing_queue = Expect::default().queue("billing").count(1);
+        assert_enqueued_with::<ChargeInvoice>(db.pool(), billing_queue, |c| c.invoice_id == 7)
+            .await;
+        drain_with(Worker::builder(client).queue("billing", 1).state(billing())).await;
+        // The review was drained too (same queue); what remains is its completed row.
+        let done = Expect::default().status(pgq_core::JobStatus::Completed);
+        assert_enqueued_with::<ReviewCharge>(db.pool(), done.count(1), |r| r.invoice_id == 7).await;
+    }
+
+    #[tokio::test]
     async fn an_invalid_amount_fails_without_retrying() {
         let ctx = TestContext::new().attempt(2).state(billing());
         let err = ctx
