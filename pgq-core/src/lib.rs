@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod admin;
 mod attempt;
 mod attempt_trace;
 mod cancellation;
@@ -35,6 +36,7 @@ mod wakeup;
 mod watch;
 mod worker;
 
+pub use admin::fleet::QueueInfo;
 pub use async_trait::async_trait;
 pub use cancellation::Cancellation;
 pub use client::Client;

@@ -42,3 +42,20 @@ pub struct QueueStats {
     /// Jobs cancelled a minute, over the window.
     pub cancelled_per_minute: f64,
 }
+
+impl QueueStats {
+    /// A queue with nothing active and nothing finished within the window.
+    pub(crate) fn idle(queue: String) -> Self {
+        Self {
+            queue,
+            due: 0,
+            scheduled: 0,
+            claimed: 0,
+            running: 0,
+            oldest_due_age: None,
+            completed_per_minute: 0.0,
+            failed_per_minute: 0.0,
+            cancelled_per_minute: 0.0,
+        }
+    }
+}

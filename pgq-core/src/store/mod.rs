@@ -20,6 +20,7 @@ pub(crate) mod job;
 pub(crate) mod lease;
 pub(crate) mod maintenance;
 pub(crate) mod progress;
+pub(crate) mod queues;
 pub(crate) mod schema;
 pub(crate) mod sql;
 pub(crate) mod testing;
@@ -109,6 +110,8 @@ pub(crate) enum Channel {
     Cancel,
     /// The job whose id is the payload reported progress.
     Progress,
+    /// The queue named by the payload was paused or resumed.
+    Queue,
 }
 
 /// A pool, the schema pgq lives in there, and how long pgq waits for one of its own
@@ -199,6 +202,7 @@ impl Store {
             Channel::Insert => "insert",
             Channel::Cancel => "cancel",
             Channel::Progress => "progress",
+            Channel::Queue => "queue",
         };
         format!("{}_{suffix}", self.schema.name())
     }

@@ -15,6 +15,7 @@ mod lease;
 mod least_privilege;
 mod migrate;
 mod overrun;
+mod pause;
 mod pgbouncer;
 mod progress;
 mod registry;
