@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::schema::Schema;
 
 pub(crate) mod attempt;
+pub(crate) mod bulk;
 pub(crate) mod control;
 pub(crate) mod enqueue;
 pub(crate) mod job;
@@ -22,6 +23,7 @@ pub(crate) mod maintenance;
 pub(crate) mod progress;
 pub(crate) mod queues;
 pub(crate) mod schema;
+pub(crate) mod search;
 pub(crate) mod sql;
 pub(crate) mod testing;
 pub(crate) mod tick;
@@ -194,6 +196,12 @@ impl Store {
     /// `template` rendered for this store's schema.
     pub(crate) fn sql(&self, template: &'static str) -> &'static str {
         sql::statement(self.schema.as_arc(), template)
+    }
+
+    /// A statement composed at run time from this layer's fixed fragments (a search), rendered
+    /// for this store's schema. Not kept: each composition is rendered where it is used.
+    pub(crate) fn composed(&self, text: &str) -> String {
+        sql::render(text, self.schema.name())
     }
 
     /// The name of a notification channel in this store's schema.

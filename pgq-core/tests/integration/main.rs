@@ -3,6 +3,8 @@
 
 mod support;
 
+mod admin_actions;
+mod admin_search;
 mod bad_rows;
 mod cancel;
 mod connections;
