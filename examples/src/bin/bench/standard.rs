@@ -29,8 +29,9 @@ async fn add_completed_rows(pool: &sqlx::PgPool, count: u64) -> Result<(), sqlx:
          SELECT 'Noop', 'bench', jsonb_build_object('n', g), 'completed', 2, 1, 'history',
                 at, at, at, 100
          FROM generate_series(1, $1) AS g,
-              -- Spread over the default retention of a day, as a steady queue leaves them.
-              LATERAL (SELECT now() - g * (86400.0 / $1) * interval '1 second' AS at) AS t",
+              -- Spread over 23 hours, as a steady queue leaves them within the default
+              -- retention of a day: none is old enough yet for the drain's cleaner to delete.
+              LATERAL (SELECT now() - g * (82800.0 / $1) * interval '1 second' AS at) AS t",
     )
     .bind(count as i64)
     .execute(&mut *tx)
