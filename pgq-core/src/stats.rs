@@ -20,7 +20,7 @@ use std::time::Duration;
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct QueueStats {
     /// The queue's name.
@@ -48,14 +48,7 @@ impl QueueStats {
     pub(crate) fn idle(queue: String) -> Self {
         Self {
             queue,
-            due: 0,
-            scheduled: 0,
-            claimed: 0,
-            running: 0,
-            oldest_due_age: None,
-            completed_per_minute: 0.0,
-            failed_per_minute: 0.0,
-            cancelled_per_minute: 0.0,
+            ..Self::default()
         }
     }
 }
