@@ -117,6 +117,11 @@ pub enum Error {
         action: &'static str,
     },
 
+    /// A job filter or an admin action's argument was refused before anything reached the
+    /// database: a page size out of range, a name outside its rules, an unbounded text search.
+    #[error("invalid job filter: {0}")]
+    InvalidFilter(String),
+
     /// Retrying the job would give its unique key a second active job.
     #[error("cannot retry job {0}: another active job holds its unique key")]
     UniqueKeyHeld(JobId),

@@ -133,7 +133,7 @@ pub struct AttemptError {
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 #[non_exhaustive]
 pub struct Job {
     /// The job's id.

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod admin;
 mod attempt;
 mod attempt_trace;
 mod cancellation;
@@ -35,6 +36,13 @@ mod wakeup;
 mod watch;
 mod worker;
 
+pub use admin::action::{ActionReport, SkipReason};
+pub use admin::cursor::JobCursor;
+pub use admin::filter::{JobFilter, JobOrder};
+pub use admin::fleet::QueueInfo;
+pub use admin::migration_state::MigrationState;
+pub use admin::page::{JobCount, JobPage};
+pub use admin::selection::JobSelection;
 pub use async_trait::async_trait;
 pub use cancellation::Cancellation;
 pub use client::Client;

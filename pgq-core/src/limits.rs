@@ -222,3 +222,54 @@ pub const MAX_TAG_VALUE_BYTES: usize = 256;
 /// assert_eq!(pgq_core::limits::MAX_META_BYTES, 4096);
 /// ```
 pub const MAX_META_BYTES: usize = 4096;
+
+/// How many jobs a page of [`Client::jobs`](crate::Client::jobs) holds when the filter sets no
+/// limit.
+///
+/// ```
+/// assert_eq!(pgq_core::JobFilter::new(), pgq_core::JobFilter::new().limit(pgq_core::limits::DEFAULT_PAGE_SIZE));
+/// ```
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+
+/// The most jobs a page may hold; larger limits are refused with
+/// [`Error::InvalidFilter`](crate::Error::InvalidFilter).
+///
+/// ```
+/// use pgq_core::{JobFilter, limits::MAX_PAGE_SIZE};
+/// assert!(JobFilter::new().limit(MAX_PAGE_SIZE).validate().is_ok());
+/// assert!(JobFilter::new().limit(MAX_PAGE_SIZE + 1).validate().is_err());
+/// ```
+pub const MAX_PAGE_SIZE: usize = 1000;
+
+/// How many ids one page of a search that may match finished jobs looks at: the history is
+/// read through the primary key a window at a time, so that no filter reads it whole.
+///
+/// ```
+/// // A million finished jobs are searched in ten pages at most.
+/// assert_eq!(pgq_core::limits::SEARCH_WINDOW, 100_000);
+/// ```
+pub const SEARCH_WINDOW: i64 = 100_000;
+
+/// The count at which [`Client::count_jobs`](crate::Client::count_jobs) stops counting.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_COUNT, 10_000);
+/// ```
+pub const MAX_COUNT: u64 = 10_000;
+
+/// The longest text [`JobFilter::error_contains`](crate::JobFilter::error_contains) searches
+/// for, in bytes.
+///
+/// ```
+/// use pgq_core::{JobFilter, limits::MAX_ERROR_SEARCH_BYTES};
+/// assert!(JobFilter::new().error_contains("x".repeat(MAX_ERROR_SEARCH_BYTES + 1)).validate().is_err());
+/// ```
+pub const MAX_ERROR_SEARCH_BYTES: usize = 200;
+
+/// How many jobs one statement of a bulk action (retry, cancel, delete, run now, priority)
+/// changes; larger selections go in several.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::ACTION_BATCH, 1000);
+/// ```
+pub const ACTION_BATCH: usize = 1000;

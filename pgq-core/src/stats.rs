@@ -20,7 +20,7 @@ use std::time::Duration;
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct QueueStats {
     /// The queue's name.
@@ -47,4 +47,14 @@ pub struct QueueStats {
     pub failed_per_minute: f64,
     /// Jobs cancelled a minute, over the window.
     pub cancelled_per_minute: f64,
+}
+
+impl QueueStats {
+    /// A queue with nothing active and nothing finished within the window.
+    pub(crate) fn idle(queue: String) -> Self {
+        Self {
+            queue,
+            ..Self::default()
+        }
+    }
 }

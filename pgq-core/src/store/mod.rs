@@ -14,13 +14,16 @@ use crate::error::{Error, Result};
 use crate::schema::Schema;
 
 pub(crate) mod attempt;
+pub(crate) mod bulk;
 pub(crate) mod control;
 pub(crate) mod enqueue;
 pub(crate) mod job;
 pub(crate) mod lease;
 pub(crate) mod maintenance;
 pub(crate) mod progress;
+pub(crate) mod queues;
 pub(crate) mod schema;
+pub(crate) mod search;
 pub(crate) mod sql;
 pub(crate) mod testing;
 pub(crate) mod tick;
@@ -109,6 +112,8 @@ pub(crate) enum Channel {
     Cancel,
     /// The job whose id is the payload reported progress.
     Progress,
+    /// The queue named by the payload was paused or resumed.
+    Queue,
 }
 
 /// A pool, the schema pgq lives in there, and how long pgq waits for one of its own
@@ -193,12 +198,19 @@ impl Store {
         sql::statement(self.schema.as_arc(), template)
     }
 
+    /// A statement composed at run time from this layer's fixed fragments (a search), rendered
+    /// for this store's schema. Not kept: each composition is rendered where it is used.
+    pub(crate) fn composed(&self, text: &str) -> String {
+        sql::render(text, self.schema.name())
+    }
+
     /// The name of a notification channel in this store's schema.
     pub(crate) fn channel(&self, channel: Channel) -> String {
         let suffix = match channel {
             Channel::Insert => "insert",
             Channel::Cancel => "cancel",
             Channel::Progress => "progress",
+            Channel::Queue => "queue",
         };
         format!("{}_{suffix}", self.schema.name())
     }

@@ -12,11 +12,12 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use chrono::{DateTime, Utc};
 use md5::{Digest, Md5};
 use sqlx::AssertSqlSafe;
 
 use crate::error::{Error, Result};
-use crate::store::{Store, sql};
+use crate::store::{Store, run, sql};
 
 /// One embedded migration file.
 pub(crate) struct Migration {
@@ -80,6 +81,8 @@ const HAS_BOOKKEEPING: &str = "SELECT to_regclass('pgq.migrations') IS NOT NULL"
 
 const APPLIED: &str = "SELECT version, checksum FROM pgq.migrations ORDER BY version";
 
+const APPLIED_AT: &str = "SELECT version, applied_at FROM pgq.migrations ORDER BY version";
+
 const BOOKKEEPING: &str = "
 CREATE TABLE IF NOT EXISTS pgq.migrations (
     version    bigint      PRIMARY KEY,
@@ -131,6 +134,24 @@ pub(crate) fn scripts(schema: &str) -> Vec<(i64, &'static str, String)> {
             (migration.version, migration.name, sql)
         })
         .collect()
+}
+
+/// Each applied migration's version and when it was applied; none when pgq's schema (or its
+/// bookkeeping) does not exist.
+pub(crate) async fn applied(store: &Store) -> Result<Vec<(i64, DateTime<Utc>)>> {
+    run!(store, |conn| async {
+        let exists: bool = sqlx::query_scalar(store.sql(HAS_BOOKKEEPING))
+            .persistent(store.prepared())
+            .fetch_one(&mut *conn)
+            .await?;
+        if !exists {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_as(store.sql(APPLIED_AT))
+            .persistent(store.prepared())
+            .fetch_all(&mut *conn)
+            .await?)
+    })
 }
 
 /// Applies every migration the database lacks, in one transaction. DDL runs with a search path
@@ -225,6 +246,11 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::{MIGRATIONS, checksum, scripts};
+
+    #[test]
+    fn every_statement_renders() {
+        crate::store::sql::assert_renders(&[super::HAS_BOOKKEEPING, super::APPLIED_AT]);
+    }
 
     #[test]
     fn checksums_are_md5_in_hex() {

@@ -91,6 +91,8 @@ struct Dispatcher {
     connections: Vec<PoolConnection<Postgres>>,
     /// The last tick failed: the next that succeeds says so.
     failing: bool,
+    /// Whether the queue was last reported paused (`WorkerEvent::QueuePaused`).
+    reported_paused: bool,
 }
 
 /// Runs one queue's dispatcher; its ticks run on `store`, the queue's own connections, each
@@ -107,6 +109,7 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
         starting: Vec::new(),
         connections: Vec::new(),
         failing: false,
+        reported_paused: false,
     };
     let mut in_flight: FuturesUnordered<JoinHandle<Sent>> = FuturesUnordered::new();
     // One timer for the whole loop: a new timer that is the runtime's earliest wakes its driver
@@ -116,6 +119,7 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
     let mut ready = Vec::new();
     loop {
         let stop = *stopping.borrow();
+        d.report_pause();
         d.pacing.returned(d.queue.take_returned());
         ready.extend(d.dispatch.executor.completer.take_ready(&d.queue.name));
         if stop {
@@ -163,7 +167,32 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
 }
 
 impl Dispatcher {
+    /// Reports the queue paused once no claim from it is in flight — from then on this worker
+    /// claims nothing from it — and resumed once it may claim again.
+    fn report_pause(&mut self) {
+        let queue = || self.queue.name.to_string();
+        match self.queue.pause_state() {
+            Some(true) if !self.reported_paused && !self.pacing.claiming() => {
+                self.reported_paused = true;
+                self.dispatch
+                    .reporter
+                    .emit(WorkerEvent::QueuePaused { queue: queue() });
+            }
+            Some(false) if self.reported_paused => {
+                self.reported_paused = false;
+                self.dispatch
+                    .reporter
+                    .emit(WorkerEvent::QueueResumed { queue: queue() });
+            }
+            _ => {}
+        }
+    }
+
+    /// Jobs the next claim asks for: none while the queue is paused (or not known not to be).
     fn want(&self) -> usize {
+        if self.queue.paused() {
+            return 0;
+        }
         self.pacing.want(self.queue.free(), self.claimed.len())
     }
 

@@ -50,6 +50,19 @@ pub enum WorkerEvent {
     ListenerConnected,
     /// The LISTEN connection was lost; the worker reconnects and polls meanwhile.
     ListenerLost,
+    /// The worker found the queue paused ([`Client::pause_queue`](crate::Client::pause_queue)),
+    /// at its start or since, and no claim of its from the queue is in flight: from now on it
+    /// claims nothing from the queue until [`QueueResumed`](Self::QueueResumed); its running
+    /// jobs finish.
+    QueuePaused {
+        /// The queue.
+        queue: String,
+    },
+    /// The worker found the paused queue resumed, and claims from it again.
+    QueueResumed {
+        /// The queue.
+        queue: String,
+    },
 }
 
 /// How an attempt ended.

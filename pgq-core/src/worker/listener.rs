@@ -1,5 +1,6 @@
 //! The worker's one LISTEN connection. An insert notification wakes the queue named in its
-//! payload; a cancel notification fires the named job's `ctx.cancelled()` if it runs here. When
+//! payload; a cancel notification fires the named job's `ctx.cancelled()` if it runs here; a
+//! queue notification (paused or resumed) has the pause check read the flags again. When
 //! the connection drops it reconnects, LISTENs again, and only then wakes every dispatcher to
 //! claim what arrived meanwhile. Polling covers the gap.
 //!
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
+use tokio::sync::Notify;
 
 use crate::store::{Channel, Store};
 use crate::worker::event::WorkerEvent;
@@ -36,6 +38,8 @@ pub(crate) struct Listener {
     pub(crate) reporter: Reporter,
     /// How long a probe may take before the connection counts as dead.
     pub(crate) probe_timeout: Duration,
+    /// Fired when a queue was paused or resumed, and after a reconnect: the pause check reads.
+    pub(crate) pause_changed: Arc<Notify>,
 }
 
 impl Listener {
@@ -53,6 +57,7 @@ impl Listener {
 
     pub(crate) async fn listen(self) {
         let cancel_channel = self.store.channel(Channel::Cancel);
+        let queue_channel = self.store.channel(Channel::Queue);
         let mut delay = RECONNECT_MIN;
         let mut lost = false;
         loop {
@@ -64,6 +69,8 @@ impl Listener {
                     }
                     delay = RECONNECT_MIN;
                     self.reporter.emit(WorkerEvent::ListenerConnected);
+                    // A pause or resume may have gone unheard meanwhile.
+                    self.pause_changed.notify_one();
                     self.wake_all();
                     loop {
                         let received = tokio::select! {
@@ -83,6 +90,9 @@ impl Listener {
                                 {
                                     state.request_cancel();
                                 }
+                            }
+                            Ok(Some(notification)) if notification.channel() == queue_channel => {
+                                self.pause_changed.notify_one();
                             }
                             Ok(Some(notification)) => self.wake(notification.payload()),
                             Ok(None) => break,
@@ -117,7 +127,8 @@ impl Listener {
     async fn connect(&self) -> sqlx::Result<PgListener> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.ignore_pool_close_event(true);
-        let channels = [Channel::Insert, Channel::Cancel].map(|c| self.store.channel(c));
+        let channels =
+            [Channel::Insert, Channel::Cancel, Channel::Queue].map(|c| self.store.channel(c));
         listener
             .listen_all(channels.iter().map(String::as_str))
             .await?;

@@ -17,6 +17,7 @@ mod heartbeat;
 mod held;
 mod listener;
 mod pacing;
+mod pause;
 mod renewer;
 mod report;
 mod signal;

@@ -56,6 +56,11 @@ impl Pacing {
         }
     }
 
+    /// Whether a claim is in flight.
+    pub(crate) fn claiming(&self) -> bool {
+        self.asking > 0
+    }
+
     /// A notification or a poll: jobs may be due.
     pub(crate) fn woken(&mut self) {
         self.maybe_more = true;

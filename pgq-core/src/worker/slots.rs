@@ -2,7 +2,7 @@
 //! attempts are still to be reported.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
@@ -20,7 +20,15 @@ pub(crate) struct QueueSlots {
     active: AtomicUsize,
     /// Handlers that returned since the dispatcher last looked.
     returned: AtomicUsize,
+    /// Whether an operator paused the queue: [`UNKNOWN`] until the worker first reads it, and
+    /// claims wait until then, so that a worker started on a paused queue claims nothing.
+    pause: AtomicU8,
 }
+
+/// The pause state of a queue the worker has not read yet.
+const UNKNOWN: u8 = 0;
+const RUNNING: u8 = 1;
+const PAUSED: u8 = 2;
 
 /// A running attempt's place in its queue: the slot its handler holds, and its count as active.
 #[derive(Debug)]
@@ -45,7 +53,35 @@ impl QueueSlots {
             changed: Notify::new(),
             active: AtomicUsize::new(0),
             returned: AtomicUsize::new(0),
+            pause: AtomicU8::new(UNKNOWN),
         })
+    }
+
+    /// Whether the dispatcher must not claim: the queue is paused, or not known not to be.
+    pub(crate) fn paused(&self) -> bool {
+        self.pause.load(Ordering::SeqCst) != RUNNING
+    }
+
+    /// Whether the queue is paused, once the worker has read it.
+    pub(crate) fn pause_state(&self) -> Option<bool> {
+        match self.pause.load(Ordering::SeqCst) {
+            UNKNOWN => None,
+            state => Some(state == PAUSED),
+        }
+    }
+
+    /// Records whether the queue is paused; returns what the worker knew before (`None`: it
+    /// did not know yet). A change wakes the dispatcher: to claim again, or to report the pause.
+    pub(crate) fn set_paused(&self, paused: bool) -> Option<bool> {
+        let state = if paused { PAUSED } else { RUNNING };
+        let before = self.pause.swap(state, Ordering::SeqCst);
+        if before != state {
+            self.wake.notify_one();
+        }
+        match before {
+            UNKNOWN => None,
+            state => Some(state == PAUSED),
+        }
     }
 
     /// A free slot, counted as active, if there is one.
@@ -98,5 +134,23 @@ impl Drop for Active {
         if self.queue.active.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.queue.changed.notify_one();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueueSlots;
+
+    #[test]
+    fn a_queue_claims_only_once_it_is_known_not_to_be_paused() {
+        let queue = QueueSlots::new("email", 1);
+        assert!(queue.paused(), "not read yet");
+        assert_eq!(queue.pause_state(), None);
+        assert_eq!(queue.set_paused(false), None);
+        assert_eq!(queue.pause_state(), Some(false));
+        assert!(!queue.paused());
+        assert_eq!(queue.set_paused(true), Some(false));
+        assert!(queue.paused());
+        assert_eq!(queue.set_paused(true), Some(true));
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::client::Client;
 use crate::maintenance::cleaner::Cleaner;
@@ -24,6 +24,7 @@ use crate::worker::executor::Executor;
 use crate::worker::heartbeat::{Heartbeat, MISSED_HEARTBEATS};
 use crate::worker::held::HeldJobs;
 use crate::worker::listener::Listener;
+use crate::worker::pause::{self, PauseCheck};
 use crate::worker::renewer::{self, Renewer};
 use crate::worker::report::Reporter;
 use crate::worker::slots::QueueSlots;
@@ -123,6 +124,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     // The listener and the renewer outlive the dispatchers: running jobs keep their leases and
     // hear of cancellations through the grace period.
     let (finish, finished) = watch::channel(false);
+    let pause_changed = Arc::new(Notify::new());
     let listener = Listener {
         pool: connections::listen_pool(executor.client.pool()),
         store: executor.client.store().clone(),
@@ -130,6 +132,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         held: executor.held.clone(),
         reporter: runtime.reporter.clone(),
         probe_timeout: executor.client.store().timeout(),
+        pause_changed: pause_changed.clone(),
     };
     // Behind a transaction pooler no session state survives: the dispatchers poll instead.
     let listener = if executor.client.is_pooled() {
@@ -155,6 +158,14 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         interval: config.heartbeat_interval,
     };
     let heartbeat = tokio::spawn(maintenance::run(heartbeat, finished));
+    // Dispatchers claim nothing until it has read whether their queues are paused.
+    let pause_check = PauseCheck {
+        store: executor.client.store().on(runtime.upkeep_pool.clone()),
+        queues: runtime.queues.clone(),
+        interval: pause::interval(config.poll_interval),
+        check_now: pause_changed,
+    };
+    let pause_check = tokio::spawn(pause_check.run(runtime.stopping.clone()));
     let rescuer = Rescuer {
         store: executor.client.store().on(runtime.upkeep_pool.clone()),
         config: config.rescuer.clone(),
@@ -211,7 +222,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     executor.completer.release_all().await;
     finish.send_replace(true);
     listener.abort();
-    for upkeep in [listener, renewer, heartbeat, rescuer, cleaner] {
+    for upkeep in [listener, renewer, heartbeat, pause_check, rescuer, cleaner] {
         let _ = upkeep.await;
     }
     let own = executor.client.store().on(runtime.upkeep_pool.clone());

@@ -3,6 +3,8 @@
 
 mod support;
 
+mod admin_actions;
+mod admin_search;
 mod bad_rows;
 mod cancel;
 mod connections;
@@ -15,6 +17,7 @@ mod lease;
 mod least_privilege;
 mod migrate;
 mod overrun;
+mod pause;
 mod pgbouncer;
 mod progress;
 mod registry;

@@ -170,3 +170,34 @@ pub(crate) async fn held(pool: &PgPool, id: JobId) {
     })
     .await
 }
+
+/// Moves pending job `id` to `status` by hand, through moves the database allows: held by a
+/// worker `"elsewhere"` with an hour of lease, or finished (failed with `error`).
+pub(crate) async fn put_in(pool: &PgPool, id: JobId, status: pgq_core::JobStatus, error: &str) {
+    use pgq_core::JobStatus::*;
+    let hold = "UPDATE pgq.jobs SET status = $2, phase = 1, attempts = 1, worker_id = 'elsewhere',
+                       claimed_at = now(), started_at = now(),
+                       lease_expires_at = now() + interval '1 hour'
+                WHERE id = $1";
+    let finish = "UPDATE pgq.jobs SET status = $2, phase = 2, completed_at = now(),
+                         lease_expires_at = NULL,
+                         last_error = CASE WHEN $2 = 'failed' THEN $3 END
+                  WHERE id = $1";
+    let steps: &[(&'static str, &str)] = match status {
+        Pending => &[],
+        Claimed => &[(hold, "claimed")],
+        Running => &[(hold, "running")],
+        Completed => &[(hold, "running"), (finish, "completed")],
+        Failed => &[(hold, "running"), (finish, "failed")],
+        Cancelled => &[(finish, "cancelled")],
+    };
+    for (statement, to) in steps {
+        sqlx::query(*statement)
+            .bind(id.get())
+            .bind(*to)
+            .bind(error)
+            .execute(pool)
+            .await
+            .unwrap();
+    }
+}

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pgq_core::{Client, Worker, WorkerEvent};
+use pgq_core::{Client, JobFilter, JobStatus, Worker, WorkerEvent};
 
 use crate::Outcome;
 use crate::drain::{Completions, drain};
@@ -15,7 +15,7 @@ use crate::tasks::{Noop, Ping, Starts, enqueue_bulk};
 /// Fills the table with `count` completed jobs, as a busy queue's history looks, then vacuums
 /// it as autovacuum would have. Inserted directly (the insert guard is lifted meanwhile): the
 /// point is the table's size, not how the rows got there.
-/// How many times `stats()` is timed; the median is printed.
+/// How many times `stats()` and an admin search are timed; the median is printed.
 const STATS_CALLS: usize = 11;
 
 async fn add_completed_rows(pool: &sqlx::PgPool, count: u64) -> Result<(), sqlx::Error> {
@@ -112,6 +112,24 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
             "stats_with_{}_finished_{}_pending_ms {:.2}",
             s.completed,
             total,
+            quantile(&mut calls, 0.50)
+        );
+        // An operator's search of that history, the worst case: a filter that matches nothing
+        // (failed jobs of a task with a given error), so that a page reads its whole window.
+        let search = JobFilter::new()
+            .status(JobStatus::Failed)
+            .task("Noop")
+            .error_contains("connection reset")
+            .limit(50);
+        let mut calls = Vec::new();
+        for _ in 0..STATS_CALLS {
+            let at = Instant::now();
+            client.jobs(&search).await?;
+            calls.push(at.elapsed().as_secs_f64() * 1000.0);
+        }
+        println!(
+            "admin_search_with_{}_finished_ms {:.2}",
+            s.completed,
             quantile(&mut calls, 0.50)
         );
         let elapsed = drain(&client, s.concurrency, total, Completions::Default).await?;

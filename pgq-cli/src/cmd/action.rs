@@ -1,0 +1,312 @@
+//! `pgq jobs retry|cancel|delete|run-now`: the jobs are named by id or by filters (never
+//! neither: no action runs on every job by accident). More than a few jobs are shown and asked
+//! about first, on a terminal, unless `--yes`; `--dry-run` shows and changes nothing.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use pgq_core::{ActionReport, Client, JobFilter, JobId, JobStatus, SkipReason};
+use serde_json::json;
+
+use crate::args::{ActionArgs, DeleteArgs, Global, RetryArgs};
+use crate::confirm::{self, ASK_ABOVE};
+use crate::connect;
+use crate::failure::{Failure, Outcome};
+use crate::output;
+
+/// An action, as the CLI names and runs it.
+#[derive(Debug, Clone, Copy)]
+enum Verb {
+    Retry { attempts: u32 },
+    Cancel,
+    Delete { force: bool },
+    RunNow,
+}
+
+impl Verb {
+    fn name(self) -> &'static str {
+        match self {
+            Verb::Retry { .. } => "retry",
+            Verb::Cancel => "cancel",
+            Verb::Delete { .. } => "delete",
+            Verb::RunNow => "run now",
+        }
+    }
+
+    fn done(self) -> &'static str {
+        match self {
+            Verb::Retry { .. } => "retried",
+            Verb::Cancel => "cancelled",
+            Verb::Delete { .. } => "deleted",
+            Verb::RunNow => "made due now",
+        }
+    }
+
+    /// The statuses the action can change: a filter's other matches are not its business.
+    fn statuses(self) -> &'static [JobStatus] {
+        use JobStatus::*;
+        match self {
+            Verb::Retry { .. } => &[Failed, Cancelled],
+            Verb::Cancel => &[Pending, Claimed, Running],
+            Verb::Delete { force: false } => &[Completed, Failed, Cancelled],
+            Verb::Delete { force: true } => {
+                &[Pending, Claimed, Running, Completed, Failed, Cancelled]
+            }
+            Verb::RunNow => &[Pending],
+        }
+    }
+
+    async fn apply(self, client: &Client, ids: Vec<JobId>) -> pgq_core::Result<ActionReport> {
+        match self {
+            Verb::Retry { attempts } => client.retry_jobs(ids, attempts).await,
+            Verb::Cancel => client.cancel_jobs(ids).await,
+            Verb::Delete { force } => client.delete_jobs(ids, force).await,
+            Verb::RunNow => client.run_jobs_now(ids).await,
+        }
+    }
+}
+
+pub(crate) async fn retry(global: &Global, args: &RetryArgs) -> Outcome {
+    act(
+        global,
+        &args.action,
+        Verb::Retry {
+            attempts: args.attempts,
+        },
+    )
+    .await
+}
+
+pub(crate) async fn cancel(global: &Global, args: &ActionArgs) -> Outcome {
+    act(global, args, Verb::Cancel).await
+}
+
+pub(crate) async fn delete(global: &Global, args: &DeleteArgs) -> Outcome {
+    act(global, &args.action, Verb::Delete { force: args.force }).await
+}
+
+pub(crate) async fn run_now(global: &Global, id: JobId) -> Outcome {
+    let client = connect::client(global).await?;
+    let report = Verb::RunNow.apply(&client, vec![id]).await?;
+    print_report(global, Verb::RunNow, &report)?;
+    Ok(exit(&report, true))
+}
+
+/// The jobs named: ids as given, or a filter's matches among the statuses the action can
+/// change (`None`: the filter names only other statuses, so nothing matches).
+enum Targets {
+    Ids(Vec<JobId>),
+    Filter(Option<Box<JobFilter>>),
+}
+
+async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
+    let targets = match (args.ids.is_empty(), args.filter.is_empty()) {
+        (false, false) => {
+            return Err(Failure::Usage(format!(
+                "name the jobs to {} by id or by filters, not both",
+                verb.name()
+            )));
+        }
+        (true, true) => {
+            return Err(Failure::Usage(format!(
+                "name the jobs to {}: ids, or filters such as --status failed --queue email",
+                verb.name()
+            )));
+        }
+        (false, true) => Targets::Ids(args.ids.clone()),
+        (true, false) => {
+            // Checked as given, then narrowed to what the action can change.
+            args.filter.filter()?;
+            let mut narrowed = args.filter.clone();
+            narrowed.status = verb
+                .statuses()
+                .iter()
+                .copied()
+                .filter(|s| args.filter.status.is_empty() || args.filter.status.contains(s))
+                .collect();
+            if narrowed.status.is_empty() {
+                Targets::Filter(None)
+            } else {
+                Targets::Filter(Some(Box::new(narrowed.filter()?)))
+            }
+        }
+    };
+    let client = connect::client(global).await?;
+    let (by_id, ids) = match targets {
+        Targets::Ids(mut ids) => {
+            ids.sort();
+            ids.dedup();
+            (true, ids)
+        }
+        Targets::Filter(None) => (false, Vec::new()),
+        Targets::Filter(Some(filter)) => (false, matches(&client, *filter).await?),
+    };
+    if args.dry_run {
+        return dry_run(global, &client, verb, &ids).await;
+    }
+    if ids.len() > ASK_ABOVE && !args.yes {
+        preview(&client, verb, &ids).await?;
+    }
+    let what = format!("{} {} jobs", verb.name(), ids.len());
+    if !confirm::go_ahead(&what, ids.len(), args.yes)? {
+        return Err(Failure::Failed("nothing changed".into()));
+    }
+    let report = verb.apply(&client, ids).await?;
+    print_report(global, verb, &report)?;
+    Ok(exit(&report, by_id))
+}
+
+/// Every job the filter matches, page by page.
+async fn matches(client: &Client, filter: JobFilter) -> Result<Vec<JobId>, Failure> {
+    let mut filter = filter.limit(pgq_core::limits::MAX_PAGE_SIZE);
+    let mut ids = Vec::new();
+    loop {
+        let page = client.jobs(&filter).await?;
+        ids.extend(page.jobs.iter().map(|job| job.id));
+        match page.next {
+            Some(next) => filter = filter.after(next),
+            None => break,
+        }
+    }
+    Ok(ids)
+}
+
+/// Each job with the status it is in now (`None`: no such job).
+async fn statuses(
+    client: &Client,
+    ids: &[JobId],
+) -> Result<Vec<(JobId, Option<JobStatus>)>, Failure> {
+    let mut found = Vec::with_capacity(ids.len());
+    for &id in ids {
+        found.push((id, client.job(id).await?.map(|job| job.status)));
+    }
+    Ok(found)
+}
+
+/// What the action would do to each job, changing nothing.
+async fn dry_run(global: &Global, client: &Client, verb: Verb, ids: &[JobId]) -> Outcome {
+    let found = statuses(client, ids).await?;
+    let would: Vec<JobId> = found
+        .iter()
+        .filter(|(_, status)| status.is_some_and(|s| verb.statuses().contains(&s)))
+        .map(|(id, _)| *id)
+        .collect();
+    let skip: Vec<(JobId, SkipReason)> = found
+        .iter()
+        .filter_map(|(id, status)| match status {
+            None => Some((*id, SkipReason::NotFound)),
+            Some(s) if !verb.statuses().contains(s) => Some((*id, SkipReason::State(*s))),
+            Some(_) => None,
+        })
+        .collect();
+    if global.json {
+        output::json(&json!({
+            "action": verb.name(),
+            "dry_run": true,
+            "would_change": would,
+            "would_skip": skipped_json(&skip),
+        }))?;
+    } else {
+        output::line(&format!(
+            "would {} {} jobs{}",
+            verb.name(),
+            would.len(),
+            id_list(&would)
+        ))?;
+        for (id, reason) in &skip {
+            output::line(&format!("would skip job {id}: {reason}"))?;
+        }
+        output::line("dry run: nothing changed")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Shows, before the question, what the action is about to touch: the first jobs and a count.
+async fn preview(client: &Client, verb: Verb, ids: &[JobId]) -> Result<(), Failure> {
+    let mut text = format!("about to {} {} jobs, first:\n", verb.name(), ids.len());
+    for &id in ids.iter().take(ASK_ABOVE) {
+        if let Some(job) = client.job(id).await? {
+            let line = format!(
+                "  {}  {}  {}  {}  {}",
+                job.id,
+                job.task,
+                job.queue,
+                job.status,
+                output::short(job.last_error.as_deref().unwrap_or(""), 50)
+            );
+            text.push_str(line.trim_end());
+            text.push('\n');
+        }
+    }
+    if ids.len() > ASK_ABOVE {
+        text.push_str(&format!("  … and {} more\n", ids.len() - ASK_ABOVE));
+    }
+    std::io::stderr().lock().write_all(text.as_bytes())?;
+    Ok(())
+}
+
+fn print_report(global: &Global, verb: Verb, report: &ActionReport) -> Result<(), Failure> {
+    if global.json {
+        output::json(&json!({
+            "action": verb.name(),
+            "changed": report.changed,
+            "requested": report.requested,
+            "skipped": skipped_json(&report.skipped),
+        }))?;
+        return Ok(());
+    }
+    output::line(&format!(
+        "{} {} jobs{}",
+        verb.done(),
+        report.changed.len(),
+        id_list(&report.changed)
+    ))?;
+    if !report.requested.is_empty() {
+        output::line(&format!(
+            "asked {} running jobs to stop{}",
+            report.requested.len(),
+            id_list(&report.requested)
+        ))?;
+    }
+    for (id, reason) in &report.skipped {
+        output::line(&format!("cannot {} job {id}: {reason}", verb.name()))?;
+    }
+    Ok(())
+}
+
+fn skipped_json(skipped: &[(JobId, SkipReason)]) -> serde_json::Value {
+    json!(
+        skipped
+            .iter()
+            .map(|(id, reason)| {
+                let status = match reason {
+                    SkipReason::State(status) => Some(status.as_str()),
+                    _ => None,
+                };
+                json!({ "id": id, "reason": reason.to_string(), "status": status })
+            })
+            .collect::<Vec<_>>()
+    )
+}
+
+/// `: 1, 2, 3` for up to twenty ids, `: 1, 2, … (25)` beyond.
+fn id_list(ids: &[JobId]) -> String {
+    if ids.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = ids.iter().take(20).map(JobId::to_string).collect();
+    if ids.len() > 20 {
+        format!(": {}, …", shown.join(", "))
+    } else {
+        format!(": {}", shown.join(", "))
+    }
+}
+
+/// Failure when a job named by id was left alone: the caller asked for that job.
+fn exit(report: &ActionReport, by_id: bool) -> ExitCode {
+    if by_id && !report.skipped.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,77 @@
+//! `pgq queues`: list them; pause or resume one.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::args::{Global, QueuesCommand};
+use crate::connect;
+use crate::failure::Outcome;
+use crate::output;
+
+pub(crate) async fn run(global: &Global, command: &QueuesCommand) -> Outcome {
+    let client = connect::client(global).await?;
+    let (name, paused) = match command {
+        QueuesCommand::List => return list(global, &client).await,
+        QueuesCommand::Pause { name } => {
+            client.pause_queue(name).await?;
+            (name, true)
+        }
+        QueuesCommand::Resume { name } => {
+            client.resume_queue(name).await?;
+            (name, false)
+        }
+    };
+    if global.json {
+        output::json(&json!({ "queue": name, "paused": paused }))?;
+    } else if paused {
+        output::line(&format!(
+            "queue {name} paused: workers stop claiming from it within a second; running jobs finish"
+        ))?;
+    } else {
+        output::line(&format!("queue {name} resumed"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn list(global: &Global, client: &pgq_core::Client) -> Outcome {
+    let queues = client.queues().await?;
+    if global.json {
+        let queues: Vec<_> = queues
+            .iter()
+            .map(|q| {
+                json!({
+                    "name": q.name,
+                    "paused_at": q.paused_at,
+                    "workers": q.workers,
+                    "due": q.stats.due,
+                    "scheduled": q.stats.scheduled,
+                    "running": q.stats.running + q.stats.claimed,
+                })
+            })
+            .collect();
+        output::json(&json!(queues))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = queues
+        .iter()
+        .map(|q| {
+            vec![
+                q.name.clone(),
+                q.paused_at.map_or_else(
+                    || "running".into(),
+                    |at| format!("paused {}", output::time(at)),
+                ),
+                q.workers.to_string(),
+                q.stats.due.to_string(),
+                q.stats.scheduled.to_string(),
+                (q.stats.running + q.stats.claimed).to_string(),
+            ]
+        })
+        .collect();
+    output::table(
+        &["queue", "state", "workers", "due", "scheduled", "held"],
+        &rows,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,94 @@
+//! Reaching the database: the URL from `--database-url` or `DATABASE_URL`, the schema checked
+//! before any connection, and a connection failure that names the URL, never its password.
+
+use std::time::Duration;
+
+use pgq_core::Client;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection};
+
+use crate::args::Global;
+use crate::failure::Failure;
+
+/// How long the CLI waits for a connection before it says it cannot reach the database.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client on the database and schema the options name, once a connection to it was made:
+/// a refused or unanswered connection fails here, with the URL and the reason.
+pub(crate) async fn client(global: &Global) -> Result<Client, Failure> {
+    let url = global.database_url.as_deref().ok_or_else(|| {
+        Failure::Usage("no database given: set DATABASE_URL or pass --database-url".into())
+    })?;
+    let shown = redact(url);
+    let options: PgConnectOptions = url
+        .parse()
+        .map_err(|err| Failure::Usage(format!("invalid database URL {shown}: {err}")))?;
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(CONNECT_TIMEOUT)
+        .test_before_acquire(false)
+        .connect_lazy_with(options.clone());
+    let client = Client::new(pool).with_schema(&global.schema)?;
+    // The pool would retry a refused connection until its timeout and then say only that it
+    // timed out; one connection made here says why.
+    match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {
+        Err(_) => Err(Failure::Failed(format!(
+            "cannot connect to {shown}: no answer within {}s",
+            CONNECT_TIMEOUT.as_secs()
+        ))),
+        Ok(Err(err)) => Err(Failure::Failed(format!("cannot connect to {shown}: {err}"))),
+        Ok(Ok(connection)) => {
+            let _ = connection.close().await;
+            Ok(client)
+        }
+    }
+}
+
+/// `url` without its password, wherever it is: `user:secret@` or `password=secret`.
+pub(crate) fn redact(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let base = match (base.find("://"), base.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let user_info = &base[scheme_end + 3..at];
+            let user = user_info.split(':').next().unwrap_or_default();
+            format!("{}{user}{}", &base[..scheme_end + 3], &base[at..])
+        }
+        _ => base.to_owned(),
+    };
+    match query {
+        None => base,
+        Some(query) => {
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|pair| !pair.to_ascii_lowercase().starts_with("password="))
+                .collect();
+            if kept.is_empty() {
+                base
+            } else {
+                format!("{base}?{}", kept.join("&"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_left_out() {
+        assert_eq!(
+            redact("postgres://app:s3cr:et@db:5432/app?sslmode=require"),
+            "postgres://app@db:5432/app?sslmode=require"
+        );
+        assert_eq!(
+            redact("postgres://db/app?password=x&sslmode=disable"),
+            "postgres://db/app?sslmode=disable"
+        );
+        assert_eq!(redact("postgres://app@db/app"), "postgres://app@db/app");
+        assert_eq!(redact("postgres://db/app?Password=x"), "postgres://db/app");
+    }
+}

@@ -1,0 +1,75 @@
+//! What commands print: aligned tables for people, one JSON document for scripts. No colours,
+//! so that output reads the same on a terminal, in a pipe and in a log.
+
+use std::io::Write;
+
+use chrono::{DateTime, Utc};
+
+/// Prints `value` as one line of JSON.
+pub(crate) fn json(value: &serde_json::Value) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, value)?;
+    writeln!(out)
+}
+
+/// Prints a line of text.
+pub(crate) fn line(text: &str) -> std::io::Result<()> {
+    writeln!(std::io::stdout().lock(), "{text}")
+}
+
+/// Prints rows under a header, each column as wide as its widest cell.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let header: Vec<String> = header.iter().map(|h| h.to_uppercase()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, &width)| format!("{cell:<width$}"))
+            .collect();
+        writeln!(out, "{}", cells.join("  ").trim_end())?;
+    }
+    Ok(())
+}
+
+/// A time as people read it, to the second.
+pub(crate) fn time(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// An optional time, or `-`.
+pub(crate) fn maybe_time(at: Option<DateTime<Utc>>) -> String {
+    at.map_or_else(|| "-".into(), time)
+}
+
+/// Text cut to `max` characters, on one line.
+pub(crate) fn short(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short;
+
+    #[test]
+    fn long_and_multi_line_text_is_cut_to_one_line() {
+        assert_eq!(short("a\nb", 10), "a b");
+        assert_eq!(short("abcdef", 4), "abc…");
+        assert_eq!(short("abcd", 4), "abcd");
+    }
+}

@@ -1,0 +1,301 @@
+//! The `pgq` binary against a real database of its own: JSON output that parses, actions that
+//! ask before touching many jobs and refuse without a terminal, dry runs that change nothing,
+//! and bad input refused with exit code 2 before the database is touched.
+
+use std::process::{Command, Output, Stdio};
+
+use pgq_core::{JobId, Task};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "cli")]
+struct Mail {
+    to: String,
+}
+
+/// Runs `pgq` with `args` on the test's database, with no terminal on standard input.
+fn pgq(db: &TestDatabase, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pgq"))
+        .args(args)
+        .env("DATABASE_URL", db.url())
+        .env_remove("PGQ_SCHEMA")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the pgq binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn json(output: &Output) -> Value {
+    assert!(output.status.success(), "{}", stderr(output));
+    serde_json::from_slice(&output.stdout).expect("stdout is one JSON document")
+}
+
+/// `count` jobs made failed by hand, with an error to search for.
+async fn failed_jobs(db: &TestDatabase, count: usize) -> Vec<JobId> {
+    let client = db.client();
+    let ids: Vec<JobId> = client
+        .enqueue_many((0..count).map(|n| Mail {
+            to: format!("{n}@example.com"),
+        }))
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.id())
+        .collect();
+    let ids_raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'w',
+                claimed_at = now(), started_at = now(), lease_expires_at = now() + interval '1 hour'
+         WHERE id = ANY($1)",
+    )
+    .bind(&ids_raw)
+    .execute(db.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = 'failed', phase = 2, completed_at = now(),
+                lease_expires_at = NULL, last_error = 'smtp: 550 mailbox full',
+                errors = jsonb_build_array(jsonb_build_object(
+                    'attempt', 1, 'error', 'smtp: 550 mailbox full', 'at', now()))
+         WHERE id = ANY($1)",
+    )
+    .bind(&ids_raw)
+    .execute(db.pool())
+    .await
+    .unwrap();
+    ids
+}
+
+async fn count(db: &TestDatabase, status: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = $1")
+        .bind(status)
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn listings_stats_and_migrations_print_json_that_parses() {
+    let db = TestDatabase::new().await;
+    let failed = failed_jobs(&db, 2).await;
+    let pending = db
+        .client()
+        .enqueue(Mail {
+            to: "x@example.com".into(),
+        })
+        .await
+        .unwrap()
+        .id();
+
+    let listed = json(&pgq(
+        &db,
+        &[
+            "--json", "jobs", "list", "--status", "failed", "--error", "MAILBOX",
+        ],
+    ));
+    let ids: Vec<i64> = listed["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|job| job["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![failed[1].get(), failed[0].get()]);
+    assert_eq!(listed["jobs"][0]["status"], "failed");
+    assert_eq!(listed["next"], Value::Null);
+
+    let stats = json(&pgq(&db, &["--json", "stats"]));
+    assert_eq!(stats[0]["queue"], "cli");
+    assert_eq!(stats[0]["due"], 1);
+
+    let shown = json(&pgq(
+        &db,
+        &["--json", "jobs", "show", &failed[0].to_string()],
+    ));
+    assert_eq!(shown["payload"]["to"], "0@example.com");
+    assert_eq!(shown["errors"][0]["error"], "smtp: 550 mailbox full");
+    let human = pgq(&db, &["jobs", "show", &pending.to_string()]);
+    assert!(human.status.success(), "{}", stderr(&human));
+    assert!(
+        stdout(&human).contains("x@example.com"),
+        "{}",
+        stdout(&human)
+    );
+
+    let migrations = json(&pgq(&db, &["--json", "migrate", "--status"]));
+    let states = migrations.as_array().unwrap();
+    assert!(!states.is_empty());
+    assert!(states.iter().all(|m| !m["applied_at"].is_null()));
+    assert!(
+        json(&pgq(&db, &["--json", "migrate"]))["applied"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let sql = pgq(&db, &["migrate", "--print-sql", "--schema", "billing_jobs"]);
+    assert!(
+        stdout(&sql).contains("CREATE TABLE \"billing_jobs\".jobs"),
+        "{}",
+        stderr(&sql)
+    );
+}
+
+#[tokio::test]
+async fn a_bulk_action_asks_first_and_without_a_terminal_needs_yes() {
+    let db = TestDatabase::new().await;
+    failed_jobs(&db, 12).await;
+
+    let refused = pgq(&db, &["jobs", "retry", "--status", "failed"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("--yes"), "{}", stderr(&refused));
+    assert_eq!(count(&db, "failed").await, 12, "nothing changed");
+
+    let done = json(&pgq(
+        &db,
+        &[
+            "--json",
+            "jobs",
+            "retry",
+            "--status",
+            "failed",
+            "--yes",
+            "--attempts",
+            "3",
+        ],
+    ));
+    assert_eq!(done["changed"].as_array().unwrap().len(), 12);
+    assert_eq!(count(&db, "pending").await, 12);
+}
+
+#[tokio::test]
+async fn a_dry_run_shows_what_would_change_and_changes_nothing() {
+    let db = TestDatabase::new().await;
+    let failed = failed_jobs(&db, 12).await;
+    let dry = json(&pgq(
+        &db,
+        &["--json", "jobs", "delete", "--queue", "cli", "--dry-run"],
+    ));
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["would_change"].as_array().unwrap().len(), 12);
+    assert_eq!(count(&db, "failed").await, 12);
+
+    let by_id = pgq(
+        &db,
+        &["jobs", "cancel", &failed[0].to_string(), "--dry-run"],
+    );
+    assert!(by_id.status.success());
+    assert!(
+        stdout(&by_id).contains("it is failed"),
+        "{}",
+        stdout(&by_id)
+    );
+    assert_eq!(count(&db, "failed").await, 12);
+}
+
+#[tokio::test]
+async fn an_action_on_a_job_in_the_wrong_state_says_which_state_it_was_in() {
+    let db = TestDatabase::new().await;
+    let pending = db
+        .client()
+        .enqueue(Mail {
+            to: "p@example.com".into(),
+        })
+        .await
+        .unwrap()
+        .id();
+    let output = pgq(&db, &["jobs", "retry", &pending.to_string()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout(&output).contains(&format!("cannot retry job {pending}: it is pending")),
+        "{}",
+        stdout(&output)
+    );
+    let run_now = pgq(&db, &["jobs", "run-now", &pending.to_string()]);
+    assert!(run_now.status.success(), "{}", stderr(&run_now));
+    let missing = pgq(&db, &["jobs", "show", "999999"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("job 999999 not found"));
+}
+
+#[tokio::test]
+async fn queues_pause_and_resume_from_the_command_line() {
+    let db = TestDatabase::new().await;
+    let paused = pgq(&db, &["queues", "pause", "cli"]);
+    assert!(paused.status.success(), "{}", stderr(&paused));
+    let queues = json(&pgq(&db, &["--json", "queues", "list"]));
+    assert_eq!(queues[0]["name"], "cli");
+    assert!(!queues[0]["paused_at"].is_null());
+    assert!(pgq(&db, &["queues", "resume", "cli"]).status.success());
+    let queues = json(&pgq(&db, &["--json", "queues", "list"]));
+    assert!(queues.as_array().unwrap().is_empty(), "{queues}");
+    let workers = json(&pgq(&db, &["--json", "workers"]));
+    assert_eq!(workers, Value::Array(Vec::new()));
+}
+
+#[tokio::test]
+async fn bad_input_is_a_usage_error_before_the_database_is_touched() {
+    let db = TestDatabase::new().await;
+    failed_jobs(&db, 1).await;
+    let cases: &[&[&str]] = &[
+        &["jobs", "list", "--status", "done"],
+        &["jobs", "list", "--created-after", "last tuesday"],
+        &["jobs", "list", "--tag", "novalue"],
+        &["jobs", "list", "--limit", "0"],
+        &["jobs", "list", "--queue", "has space"],
+        &[
+            "jobs",
+            "list",
+            "--finished-after",
+            "1h",
+            "--finished-before",
+            "2h",
+        ],
+        &["jobs", "list", "--bogus"],
+        &["jobs", "retry"],
+        &["jobs", "retry", "1", "--status", "failed"],
+        &["jobs", "show", "abc"],
+        &["queues", "pause", "bad name"],
+        &["--schema", "Bad-Schema", "stats"],
+    ];
+    for args in cases {
+        let output = pgq(&db, args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(!stderr(&output).trim().is_empty(), "{args:?} says why");
+    }
+    assert!(stderr(&pgq(&db, &["jobs", "list", "--status", "done"])).contains("unknown status"));
+    assert_eq!(count(&db, "failed").await, 1);
+}
+
+#[test]
+fn a_connection_failure_names_the_url_without_its_password() {
+    // Port 1: nothing listens there.
+    let output = Command::new(env!("CARGO_BIN_EXE_pgq"))
+        .args([
+            "stats",
+            "--database-url",
+            "postgres://app:hunter2@127.0.0.1:1/app",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.contains("cannot connect to postgres://app@127.0.0.1:1/app"),
+        "{message}"
+    );
+    assert!(!message.contains("hunter2"), "{message}");
+}

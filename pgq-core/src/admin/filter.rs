@@ -1,0 +1,397 @@
+//! [`JobFilter`]: which jobs an operator means, and in which order and pages they come.
+
+use std::collections::BTreeMap;
+use std::ops::{Bound, RangeBounds};
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use crate::admin::cursor::JobCursor;
+use crate::error::{Error, Result};
+use crate::job::JobStatus;
+use crate::job_id::JobId;
+use crate::{limits, queue};
+
+/// The order in which [`Client::jobs`](crate::Client::jobs) returns jobs.
+///
+/// ```
+/// use pgq_core::{JobFilter, JobOrder, JobStatus};
+///
+/// // What runs next, soonest first.
+/// let next_up = JobFilter::new().status(JobStatus::Pending).order(JobOrder::RunAt);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobOrder {
+    /// Highest id first: the newest jobs.
+    #[default]
+    Newest,
+    /// Lowest id first: the oldest jobs.
+    Oldest,
+    /// Pending jobs only, soonest `run_at` first, then lowest id.
+    RunAt,
+}
+
+/// A half-open time range, `[from, until)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TimeRange {
+    pub(crate) from: Option<DateTime<Utc>>,
+    pub(crate) until: Option<DateTime<Utc>>,
+}
+
+impl TimeRange {
+    /// The range as `[from, until)`: PostgreSQL keeps microseconds, so an inclusive end (or an
+    /// exclusive start) moves by one.
+    fn new(range: impl RangeBounds<DateTime<Utc>>) -> Self {
+        let tick = TimeDelta::microseconds(1);
+        Self {
+            from: match range.start_bound() {
+                Bound::Included(t) => Some(*t),
+                Bound::Excluded(t) => Some(*t + tick),
+                Bound::Unbounded => None,
+            },
+            until: match range.end_bound() {
+                Bound::Included(t) => Some(*t + tick),
+                Bound::Excluded(t) => Some(*t),
+                Bound::Unbounded => None,
+            },
+        }
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        self.from.is_some() || self.until.is_some()
+    }
+}
+
+/// Which jobs to find or act on: every condition set must hold. Built with chained calls; an
+/// empty filter matches every job. Each condition reads an index, or the search is bounded (see
+/// [`Client::jobs`](crate::Client::jobs)).
+///
+/// ```
+/// use chrono::{Duration, Utc};
+/// use pgq_core::{JobFilter, JobStatus};
+///
+/// let since = Utc::now() - Duration::hours(24);
+/// let filter = JobFilter::new()
+///     .status(JobStatus::Failed)
+///     .task("SendWelcome")
+///     .queue("email")
+///     .finished(since..)
+///     .error_contains("timeout")
+///     .tag("tenant", "acme")
+///     .limit(100);
+/// assert!(filter.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobFilter {
+    pub(crate) statuses: Vec<JobStatus>,
+    pub(crate) task: Option<String>,
+    pub(crate) queue: Option<String>,
+    pub(crate) unique_key: Option<String>,
+    /// Ids in `[from, until)`.
+    pub(crate) ids: (Option<i64>, Option<i64>),
+    pub(crate) created: TimeRange,
+    pub(crate) run_at: TimeRange,
+    pub(crate) finished: TimeRange,
+    pub(crate) error_contains: Option<String>,
+    pub(crate) tags: BTreeMap<String, String>,
+    pub(crate) order: JobOrder,
+    pub(crate) after: Option<JobCursor>,
+    pub(crate) limit: usize,
+}
+
+impl Default for JobFilter {
+    fn default() -> Self {
+        Self {
+            statuses: Vec::new(),
+            task: None,
+            queue: None,
+            unique_key: None,
+            ids: (None, None),
+            created: TimeRange::default(),
+            run_at: TimeRange::default(),
+            finished: TimeRange::default(),
+            error_contains: None,
+            tags: BTreeMap::new(),
+            order: JobOrder::default(),
+            after: None,
+            limit: limits::DEFAULT_PAGE_SIZE,
+        }
+    }
+}
+
+impl JobFilter {
+    /// A filter that matches every job, newest first, [`DEFAULT_PAGE_SIZE`](limits::DEFAULT_PAGE_SIZE)
+    /// a page.
+    ///
+    /// ```
+    /// let everything = pgq_core::JobFilter::new();
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Jobs in this status; call again (or use [`statuses`](Self::statuses)) for several.
+    ///
+    /// ```
+    /// use pgq_core::{JobFilter, JobStatus};
+    /// let stuck = JobFilter::new().status(JobStatus::Claimed).status(JobStatus::Running);
+    /// ```
+    pub fn status(mut self, status: JobStatus) -> Self {
+        if !self.statuses.contains(&status) {
+            self.statuses.push(status);
+        }
+        self
+    }
+
+    /// Jobs in any of these statuses.
+    ///
+    /// ```
+    /// use pgq_core::{JobFilter, JobStatus};
+    /// let retryable = JobFilter::new().statuses([JobStatus::Failed, JobStatus::Cancelled]);
+    /// ```
+    pub fn statuses(self, statuses: impl IntoIterator<Item = JobStatus>) -> Self {
+        statuses.into_iter().fold(self, Self::status)
+    }
+
+    /// Jobs of this task name.
+    ///
+    /// ```
+    /// let welcomes = pgq_core::JobFilter::new().task("SendWelcome");
+    /// ```
+    pub fn task(mut self, task: impl Into<String>) -> Self {
+        self.task = Some(task.into());
+        self
+    }
+
+    /// Jobs in this queue.
+    ///
+    /// ```
+    /// let email = pgq_core::JobFilter::new().queue("email");
+    /// ```
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Jobs with this unique key.
+    ///
+    /// ```
+    /// let user_7 = pgq_core::JobFilter::new().unique_key("welcome:7");
+    /// ```
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Jobs whose id is in `range`.
+    ///
+    /// ```
+    /// use pgq_core::{JobFilter, JobId};
+    /// let batch = JobFilter::new().ids(JobId::from(1_000)..JobId::from(2_000));
+    /// ```
+    pub fn ids(mut self, range: impl RangeBounds<JobId>) -> Self {
+        self.ids = (
+            match range.start_bound() {
+                Bound::Included(id) => Some(id.get()),
+                Bound::Excluded(id) => Some(id.get().saturating_add(1)),
+                Bound::Unbounded => None,
+            },
+            match range.end_bound() {
+                Bound::Included(id) => Some(id.get().saturating_add(1)),
+                Bound::Excluded(id) => Some(id.get()),
+                Bound::Unbounded => None,
+            },
+        );
+        self
+    }
+
+    /// Jobs enqueued within `range`.
+    ///
+    /// ```
+    /// use chrono::{Duration, Utc};
+    /// let last_hour = pgq_core::JobFilter::new().created(Utc::now() - Duration::hours(1)..);
+    /// ```
+    pub fn created(mut self, range: impl RangeBounds<DateTime<Utc>>) -> Self {
+        self.created = TimeRange::new(range);
+        self
+    }
+
+    /// Jobs whose `run_at` (when they run, or ran last) is within `range`.
+    ///
+    /// ```
+    /// use chrono::{Duration, Utc};
+    /// use pgq_core::{JobFilter, JobStatus};
+    /// let tonight = JobFilter::new().status(JobStatus::Pending).run_at(Utc::now()..Utc::now() + Duration::hours(12));
+    /// ```
+    pub fn run_at(mut self, range: impl RangeBounds<DateTime<Utc>>) -> Self {
+        self.run_at = TimeRange::new(range);
+        self
+    }
+
+    /// Jobs that finished (`completed_at`) within `range`; unfinished jobs never match.
+    ///
+    /// ```
+    /// use chrono::{Duration, Utc};
+    /// let today = pgq_core::JobFilter::new().finished(Utc::now() - Duration::days(1)..);
+    /// ```
+    pub fn finished(mut self, range: impl RangeBounds<DateTime<Utc>>) -> Self {
+        self.finished = TimeRange::new(range);
+        self
+    }
+
+    /// Jobs whose last error contains `text`, ignoring case; `%` and `_` are plain characters.
+    /// At most [`MAX_ERROR_SEARCH_BYTES`](limits::MAX_ERROR_SEARCH_BYTES) bytes.
+    ///
+    /// ```
+    /// let timeouts = pgq_core::JobFilter::new().error_contains("connection timed out");
+    /// ```
+    pub fn error_contains(mut self, text: impl Into<String>) -> Self {
+        self.error_contains = Some(text.into());
+        self
+    }
+
+    /// Jobs tagged `name = value` at enqueue (`EnqueueOptions::tag`); call again for more tags,
+    /// all of which must match.
+    ///
+    /// ```
+    /// let acme = pgq_core::JobFilter::new().tag("tenant", "acme");
+    /// ```
+    pub fn tag(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(name.into(), value.into());
+        self
+    }
+
+    /// The order of the results; newest first by default.
+    ///
+    /// ```
+    /// use pgq_core::{JobFilter, JobOrder};
+    /// let oldest_first = JobFilter::new().order(JobOrder::Oldest);
+    /// ```
+    pub fn order(mut self, order: JobOrder) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// Continues after a page: the `next` cursor of the previous [`JobPage`](crate::JobPage).
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let filter = pgq_core::JobFilter::new().queue("email");
+    /// let first = client.jobs(&filter).await?;
+    /// if let Some(next) = first.next {
+    ///     let second = client.jobs(&filter.after(next)).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn after(mut self, cursor: JobCursor) -> Self {
+        self.after = Some(cursor);
+        self
+    }
+
+    /// At most `limit` jobs a page (1 to [`MAX_PAGE_SIZE`](limits::MAX_PAGE_SIZE)).
+    ///
+    /// ```
+    /// let small_pages = pgq_core::JobFilter::new().limit(20);
+    /// ```
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Checks the filter without a database, as every call that takes one does first: names
+    /// within their rules, a page size within bounds, the error text bounded, a cursor that
+    /// fits the order. Each problem is an [`Error::InvalidFilter`].
+    ///
+    /// ```
+    /// use pgq_core::{JobFilter, JobOrder, JobStatus};
+    /// assert!(JobFilter::new().limit(0).validate().is_err());
+    /// assert!(JobFilter::new().queue("no spaces").validate().is_err());
+    /// assert!(JobFilter::new().status(JobStatus::Failed).order(JobOrder::RunAt).validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |reason: String| Err(Error::InvalidFilter(reason));
+        if self.limit == 0 || self.limit > limits::MAX_PAGE_SIZE {
+            return invalid(format!(
+                "limit {} is outside 1 to {}",
+                self.limit,
+                limits::MAX_PAGE_SIZE
+            ));
+        }
+        if let Some(name) = &self.queue
+            && let Err(err) = queue::validate(name)
+        {
+            return invalid(err.to_string());
+        }
+        if let Some(task) = &self.task
+            && (task.is_empty() || task.len() > limits::MAX_TASK_NAME_LEN)
+        {
+            return invalid(format!(
+                "task name of {} bytes; 1 to {} are allowed",
+                task.len(),
+                limits::MAX_TASK_NAME_LEN
+            ));
+        }
+        if let Some(key) = &self.unique_key
+            && (key.is_empty() || key.len() > limits::MAX_UNIQUE_KEY_BYTES)
+        {
+            return invalid(format!(
+                "unique key of {} bytes; 1 to {} are allowed",
+                key.len(),
+                limits::MAX_UNIQUE_KEY_BYTES
+            ));
+        }
+        if let Some(text) = &self.error_contains
+            && (text.is_empty() || text.len() > limits::MAX_ERROR_SEARCH_BYTES)
+        {
+            return invalid(format!(
+                "error text of {} bytes; 1 to {} are searched for",
+                text.len(),
+                limits::MAX_ERROR_SEARCH_BYTES
+            ));
+        }
+        if self.tags.len() > limits::MAX_TAGS {
+            return invalid(format!(
+                "{} tags; jobs carry at most {}",
+                self.tags.len(),
+                limits::MAX_TAGS
+            ));
+        }
+        if self.order == JobOrder::RunAt
+            && (self.statuses.is_empty() || self.statuses.iter().any(|s| *s != JobStatus::Pending))
+        {
+            return invalid(
+                "ordering by run_at is for pending jobs only: add status pending".into(),
+            );
+        }
+        if let Some(cursor) = &self.after
+            && (self.order == JobOrder::RunAt) != cursor.run_at.is_some()
+        {
+            return invalid("the cursor comes from a search in another order".into());
+        }
+        Ok(())
+    }
+
+    /// Whether every status the filter allows is active (pending, claimed or running): then
+    /// only the small partial indexes of active jobs are read, and no window is needed.
+    pub(crate) fn active_only(&self) -> bool {
+        !self.statuses.is_empty() && self.statuses.iter().all(|s| !s.is_finished())
+    }
+
+    /// The filter with its statuses narrowed to `allowed`: those it names among them, or all
+    /// of `allowed` when it names none; `None` when it names only others.
+    pub(crate) fn within(&self, allowed: &[JobStatus]) -> Option<Self> {
+        let statuses: Vec<JobStatus> = if self.statuses.is_empty() {
+            allowed.to_vec()
+        } else {
+            self.statuses
+                .iter()
+                .copied()
+                .filter(|s| allowed.contains(s))
+                .collect()
+        };
+        (!statuses.is_empty()).then(|| Self {
+            statuses,
+            ..self.clone()
+        })
+    }
+}

@@ -1,0 +1,73 @@
+//! [`QueueInfo`]: each queue as operators see it — its numbers, whether it is paused, and how
+//! many live workers serve it.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::stats::QueueStats;
+use crate::store;
+
+/// One queue, as [`Client::queues`] reports it.
+///
+/// ```no_run
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// for queue in client.queues().await? {
+///     let state = if queue.paused_at.is_some() { "paused" } else { "running" };
+///     println!("{} ({state}): {} due, {} workers", queue.name, queue.stats.due, queue.workers);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct QueueInfo {
+    /// The queue's name.
+    pub name: String,
+    /// When an operator paused it, while it is paused.
+    pub paused_at: Option<DateTime<Utc>>,
+    /// Its jobs and rates, as [`Client::stats`] reports them.
+    pub stats: QueueStats,
+    /// How many live workers serve it.
+    pub workers: u32,
+}
+
+impl Client {
+    /// Every queue that has active jobs, jobs finished within the stats window, a live worker,
+    /// or a pause; by name. It reads what [`stats`](Self::stats),
+    /// [`workers`](Self::workers) and the paused queues read: never the whole history.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let paused: Vec<_> = client.queues().await?.into_iter().filter(|q| q.paused_at.is_some()).collect();
+    /// println!("{} paused queues", paused.len());
+    /// # Ok(()) }
+    /// ```
+    pub async fn queues(&self) -> Result<Vec<QueueInfo>> {
+        let mut queues: BTreeMap<String, QueueInfo> = BTreeMap::new();
+        for stats in self.stats().await? {
+            let name = stats.queue.clone();
+            info(&mut queues, &name).stats = stats;
+        }
+        for (name, paused_at) in store::queues::paused(self.store()).await? {
+            info(&mut queues, &name).paused_at = Some(paused_at);
+        }
+        for worker in self.workers().await? {
+            for name in worker.queues.keys() {
+                info(&mut queues, name).workers += 1;
+            }
+        }
+        Ok(queues.into_values().collect())
+    }
+}
+
+/// The entry for queue `name`, idle until something says otherwise.
+fn info<'a>(queues: &'a mut BTreeMap<String, QueueInfo>, name: &str) -> &'a mut QueueInfo {
+    queues.entry(name.to_owned()).or_insert_with(|| QueueInfo {
+        name: name.to_owned(),
+        paused_at: None,
+        stats: QueueStats::idle(name.to_owned()),
+        workers: 0,
+    })
+}
