@@ -2,7 +2,7 @@
 //! neither: no action runs on every job by accident). More than a few jobs are shown and asked
 //! about first, on a terminal, unless `--yes`; `--dry-run` shows and changes nothing.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use pgq_core::{ActionReport, Client, JobFilter, JobId, JobStatus, SkipReason};
@@ -151,9 +151,36 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
     if !confirm::go_ahead(&what, ids.len(), args.yes)? {
         return Err(Failure::Failed("nothing changed".into()));
     }
-    let report = verb.apply(&client, ids).await?;
+    let report = apply_showing_progress(&client, verb, ids).await?;
     print_report(global, verb, &report)?;
     Ok(exit(&report, by_id))
+}
+
+/// Jobs an action changes between two progress lines on a terminal.
+const PROGRESS_EVERY: usize = 1_000;
+
+/// Applies the action; on a terminal, a batch at a time with how far it got on stderr, so that
+/// a long action shows it is moving. Elsewhere (a script, a pipe) in one call and silently.
+async fn apply_showing_progress(
+    client: &Client,
+    verb: Verb,
+    ids: Vec<JobId>,
+) -> Result<ActionReport, Failure> {
+    if ids.len() <= PROGRESS_EVERY || !std::io::stderr().is_terminal() {
+        return Ok(verb.apply(client, ids).await?);
+    }
+    let total = ids.len();
+    let mut report = ActionReport::default();
+    for (n, batch) in ids.chunks(PROGRESS_EVERY).enumerate() {
+        let done = verb.apply(client, batch.to_vec()).await?;
+        report.changed.extend(done.changed);
+        report.requested.extend(done.requested);
+        report.skipped.extend(done.skipped);
+        let seen = (n * PROGRESS_EVERY + batch.len()).min(total);
+        eprint!("\r{}: {seen}/{total} jobs", verb.name());
+    }
+    eprintln!();
+    Ok(report)
 }
 
 /// Every job the filter matches, page by page.

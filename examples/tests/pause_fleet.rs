@@ -1,0 +1,100 @@
+//! A paused queue is paused for every worker process, and stays paused across their restarts
+//! until resumed: worker processes of the fleet example, started and stopped by the test.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use pgq_core::{Client, JobId, JobStatus, Task};
+use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Longer than the bound on a pause reaching every worker (a second) plus a poll: a worker that
+/// still claimed from the paused queue would have done so by then.
+const PAUSE_REACHES_EVERY_WORKER: Duration = Duration::from_millis(2_500);
+
+/// The fleet example's task; enqueued here, run by the fleet's processes.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "fleet", unique_key = "fleet:{key}", max_attempts = 3)]
+struct FleetJob {
+    key: u32,
+    millis: u64,
+    fail: bool,
+}
+
+/// Starts one worker process of the fleet and waits until it runs; returns it and its id.
+async fn start_worker(db: &TestDatabase) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet_worker"))
+        .args(["--concurrency", "2"])
+        .env("DATABASE_URL", db.url())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let id = tokio::time::timeout(LIMIT, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.strip_prefix("worker ") {
+                return rest.split(' ').next().unwrap().to_owned();
+            }
+        }
+        panic!("the worker exited before running");
+    })
+    .await
+    .expect("the worker starts");
+    // Keep reading its output so that it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, id)
+}
+
+async fn statuses(client: &Client, ids: &[JobId]) -> Vec<JobStatus> {
+    let mut statuses = Vec::new();
+    for &id in ids {
+        statuses.push(client.job(id).await.unwrap().unwrap().status);
+    }
+    statuses
+}
+
+#[tokio::test]
+async fn a_pause_holds_for_every_worker_process_and_across_their_restarts() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let (first, _) = start_worker(&db).await;
+    let (_second, _) = start_worker(&db).await;
+
+    client.pause_queue("fleet").await.unwrap();
+    let mut ids = Vec::new();
+    for key in 0..4 {
+        let job = FleetJob {
+            key,
+            millis: 0,
+            fail: false,
+        };
+        ids.push(client.enqueue(job).await.unwrap().id());
+    }
+    tokio::time::sleep(PAUSE_REACHES_EVERY_WORKER).await;
+    assert_eq!(statuses(&client, &ids).await, [JobStatus::Pending; 4]);
+
+    // A restarted worker finds the queue still paused.
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &first.id().unwrap().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let _third = start_worker(&db).await;
+    tokio::time::sleep(PAUSE_REACHES_EVERY_WORKER).await;
+    assert_eq!(statuses(&client, &ids).await, [JobStatus::Pending; 4]);
+
+    client.resume_queue("fleet").await.unwrap();
+    tokio::time::timeout(LIMIT, async {
+        while statuses(&client, &ids).await != [JobStatus::Completed; 4] {
+            // The rows are read again until the workers have run them.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("every job runs once the queue is resumed");
+}
