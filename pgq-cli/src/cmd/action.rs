@@ -177,9 +177,10 @@ async fn apply_showing_progress(
         report.requested.extend(done.requested);
         report.skipped.extend(done.skipped);
         let seen = (n * PROGRESS_EVERY + batch.len()).min(total);
-        eprint!("\r{}: {seen}/{total} jobs", verb.name());
+        let line = format!("\r{}: {seen}/{total} jobs", verb.name());
+        std::io::stderr().lock().write_all(line.as_bytes())?;
     }
-    eprintln!();
+    std::io::stderr().lock().write_all(b"\n")?;
     Ok(report)
 }
 
