@@ -12,6 +12,7 @@ use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
+use tokio::sync::broadcast;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -76,12 +77,14 @@ async fn complete_with_a_new_worker(client: &Client, id: JobId) {
         .queue("shutdown-demo", 1)
         .build()
         .unwrap();
-    await_completion(worker, id).await;
-}
-
-async fn await_completion(worker: Worker, id: JobId) {
     let mut events = worker.events();
     let handle = worker.start();
+    assert_eq!(outcome_of(&mut events, id).await, JobOutcome::Completed);
+    handle.shutdown().await.unwrap();
+}
+
+/// How job `id`'s next attempt on the worker of `events` ends.
+async fn outcome_of(events: &mut broadcast::Receiver<WorkerEvent>, id: JobId) -> JobOutcome {
     let finished = async {
         loop {
             if let WorkerEvent::JobFinished {
@@ -93,11 +96,9 @@ async fn await_completion(worker: Worker, id: JobId) {
             }
         }
     };
-    let outcome = tokio::time::timeout(LIMIT, finished)
+    tokio::time::timeout(LIMIT, finished)
         .await
-        .expect("job finished");
-    assert_eq!(outcome, JobOutcome::Completed);
-    handle.shutdown().await.unwrap();
+        .expect("job finished")
 }
 
 #[tokio::test]
@@ -200,21 +201,7 @@ async fn a_killed_workers_jobs_are_taken_back_long_before_their_leases_run_out()
     );
 
     db.make_due(id).await; // skip the retry backoff
-    let finished = async {
-        loop {
-            if let WorkerEvent::JobFinished {
-                id: done, outcome, ..
-            } = events.recv().await.unwrap()
-                && done == id
-            {
-                return outcome;
-            }
-        }
-    };
-    let outcome = tokio::time::timeout(LIMIT, finished)
-        .await
-        .expect("job finished");
-    assert_eq!(outcome, JobOutcome::Completed);
+    assert_eq!(outcome_of(&mut events, id).await, JobOutcome::Completed);
     handle.shutdown().await.unwrap();
     let job = client.job(id).await.unwrap().unwrap();
     assert_eq!((job.status, job.attempts), (JobStatus::Completed, 2));

@@ -104,9 +104,38 @@ pub(crate) async fn extend(store: &Store, fence: Fence<'_>, millis: i64) -> Resu
     })
 }
 
+/// What taking a held job back from its worker writes: `pending` with backoff, or `failed` when
+/// its attempts are spent; the attempt counts, with `$reason` (an SQL text expression) as its
+/// error, the error history bounded by the parameter `$history`. Shared by the rescue of
+/// expired leases and the release of dead workers' jobs.
+macro_rules! take_back {
+    ($reason:literal, $history:literal) => {
+        concat!(
+            "
+    status = CASE WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
+    phase = CASE WHEN job.attempts >= job.max_attempts THEN 2 ELSE 0 END,
+    run_at = CASE WHEN job.attempts >= job.max_attempts THEN job.run_at
+                  ELSE now() + pgq.default_backoff(job.attempts) END,
+    completed_at = CASE WHEN job.attempts >= job.max_attempts THEN now() END,
+    last_error = ",
+            $reason,
+            ",
+    errors = pgq.append_error(job.errors, job.attempts, ",
+            $reason,
+            ", ",
+            $history,
+            "),
+    worker_id = CASE WHEN job.attempts >= job.max_attempts THEN job.worker_id END,
+    lease_expires_at = NULL, updated_at = now()"
+        )
+    };
+}
+pub(crate) use take_back;
+
 /// Expired held jobs go back to `pending` with backoff, or to `failed` when their attempts are
 /// spent; each rescue is that attempt's error. SKIP LOCKED keeps concurrent rescuers apart.
-const RESCUE: &str = "
+const RESCUE: &str = concat!(
+    "
 WITH expired AS (
     SELECT id FROM pgq.jobs
     WHERE phase = 1 AND lease_expires_at <= now()
@@ -114,20 +143,16 @@ WITH expired AS (
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 )
-UPDATE pgq.jobs AS job SET
-    status = CASE WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
-    phase = CASE WHEN job.attempts >= job.max_attempts THEN 2 ELSE 0 END,
-    run_at = CASE WHEN job.attempts >= job.max_attempts THEN job.run_at
-                  ELSE now() + pgq.default_backoff(job.attempts) END,
-    completed_at = CASE WHEN job.attempts >= job.max_attempts THEN now() END,
-    last_error = 'lease expired: worker ' || job.worker_id || ' stopped renewing it',
-    errors = pgq.append_error(job.errors, job.attempts,
-                              'lease expired: worker ' || job.worker_id || ' stopped renewing it', $2),
-    worker_id = CASE WHEN job.attempts >= job.max_attempts THEN job.worker_id END,
-    lease_expires_at = NULL, updated_at = now()
+UPDATE pgq.jobs AS job SET",
+    take_back!(
+        "'lease expired: worker ' || job.worker_id || ' stopped renewing it'",
+        "$2"
+    ),
+    "
 FROM expired
 WHERE job.id = expired.id
-RETURNING job.id, job.queue";
+RETURNING job.id, job.queue"
+);
 
 /// Rescues up to `limit` jobs whose lease expired; with their queues.
 pub(crate) async fn rescue(store: &Store, limit: i64) -> Result<Vec<(JobId, String)>> {

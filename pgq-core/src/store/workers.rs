@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::job_id::JobId;
 use crate::live_worker::LiveWorker;
 use crate::store::attempt::ERROR_HISTORY;
+use crate::store::lease::take_back;
 use crate::store::{Store, run};
 
 /// Registers the worker, or renews its registration: the same statement, so that a worker
@@ -64,7 +65,8 @@ pub(crate) async fn remove(store: &Store, id: &str) -> Result<()> {
 /// Removes the registrations of dead workers and takes back what they held as the rescuer does
 /// with expired leases: each such attempt counts, so that a job that kills its worker fails
 /// once its attempts are spent instead of killing workers forever.
-const RELEASE_DEAD: &str = "
+const RELEASE_DEAD: &str = concat!(
+    "
 WITH dead AS (
     DELETE FROM pgq.workers WHERE expires_at < now() RETURNING id
 ),
@@ -73,20 +75,16 @@ orphaned AS (
     WHERE job.phase = 1 AND job.worker_id = ANY(ARRAY(SELECT id FROM dead))
     FOR UPDATE SKIP LOCKED
 )
-UPDATE pgq.jobs AS job SET
-    status = CASE WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
-    phase = CASE WHEN job.attempts >= job.max_attempts THEN 2 ELSE 0 END,
-    run_at = CASE WHEN job.attempts >= job.max_attempts THEN job.run_at
-                  ELSE now() + pgq.default_backoff(job.attempts) END,
-    completed_at = CASE WHEN job.attempts >= job.max_attempts THEN now() END,
-    last_error = 'worker ' || job.worker_id || ' died: it stopped heartbeating',
-    errors = pgq.append_error(job.errors, job.attempts,
-                              'worker ' || job.worker_id || ' died: it stopped heartbeating', $1),
-    worker_id = CASE WHEN job.attempts >= job.max_attempts THEN job.worker_id END,
-    lease_expires_at = NULL, updated_at = now()
+UPDATE pgq.jobs AS job SET",
+    take_back!(
+        "'worker ' || job.worker_id || ' died: it stopped heartbeating'",
+        "$1"
+    ),
+    "
 FROM orphaned
 WHERE job.id = orphaned.id
-RETURNING job.id, job.queue";
+RETURNING job.id, job.queue"
+);
 
 /// Jobs taken back from dead workers, with their queues.
 pub(crate) async fn release_dead(store: &Store) -> Result<Vec<(JobId, String)>> {
