@@ -13,8 +13,26 @@ use crate::job::JobStatus;
 use crate::job_id::JobId;
 use crate::store::{Store, run};
 
+/// The end of every action's statement: one row per job asked for, with its status before
+/// (none: no such job) and its phase after (none: left alone), from the CTE named `$changed`.
+macro_rules! per_asked_job {
+    ($changed:literal) => {
+        concat!(
+            "
+FROM unnest($1::int8[]) AS asked(id)
+LEFT JOIN pgq.jobs AS before ON before.id = asked.id
+LEFT JOIN ",
+            $changed,
+            " ON ",
+            $changed,
+            ".id = asked.id"
+        )
+    };
+}
+
 /// Failed or cancelled jobs back to pending, due now, with at least `$2` attempts left.
-const RETRY: &str = "
+const RETRY: &str = concat!(
+    "
 WITH target AS (
     SELECT id FROM pgq.jobs
     WHERE id = ANY($1) AND (status = 'failed' OR status = 'cancelled')
@@ -30,14 +48,14 @@ changed AS (
     WHERE job.id = target.id
     RETURNING job.id, job.phase, pg_notify('pgq_insert', job.queue)::text AS notified
 )
-SELECT asked.id, before.status AS before, changed.phase AS after
-FROM unnest($1::int8[]) AS asked(id)
-LEFT JOIN pgq.jobs AS before ON before.id = asked.id
-LEFT JOIN changed ON changed.id = asked.id";
+SELECT asked.id, before.status AS before, changed.phase AS after",
+    per_asked_job!("changed")
+);
 
 /// Pending jobs cancelled at once; claimed and running ones asked to stop (their handlers'
 /// `ctx.cancelled()` fires through the cancel channel), as `Client::cancel` does one job.
-const CANCEL: &str = "
+const CANCEL: &str = concat!(
+    "
 WITH target AS (
     SELECT id, phase FROM pgq.jobs WHERE id = ANY($1) AND phase < 2 ORDER BY id FOR UPDATE
 ),
@@ -53,14 +71,14 @@ changed AS (
     RETURNING job.id, job.phase
 )
 SELECT asked.id, before.status AS before, changed.phase AS after,
-       CASE WHEN changed.phase = 1 THEN pg_notify('pgq_cancel', asked.id::text)::text END AS notified
-FROM unnest($1::int8[]) AS asked(id)
-LEFT JOIN pgq.jobs AS before ON before.id = asked.id
-LEFT JOIN changed ON changed.id = asked.id";
+       CASE WHEN changed.phase = 1 THEN pg_notify('pgq_cancel', asked.id::text)::text END AS notified",
+    per_asked_job!("changed")
+);
 
 /// Finished jobs deleted; with `$2`, any job. A held job's handler is told to stop: whatever it
 /// writes later finds no row, as after a lost lease.
-const DELETE: &str = "
+const DELETE: &str = concat!(
+    "
 WITH target AS (
     SELECT id FROM pgq.jobs WHERE id = ANY($1) AND (phase = 2 OR $2) ORDER BY id FOR UPDATE
 ),
@@ -68,13 +86,13 @@ deleted AS (
     DELETE FROM pgq.jobs AS job USING target WHERE job.id = target.id RETURNING job.id, job.phase
 )
 SELECT asked.id, before.status AS before, deleted.phase AS after,
-       CASE WHEN deleted.phase = 1 THEN pg_notify('pgq_cancel', asked.id::text)::text END AS notified
-FROM unnest($1::int8[]) AS asked(id)
-LEFT JOIN pgq.jobs AS before ON before.id = asked.id
-LEFT JOIN deleted ON deleted.id = asked.id";
+       CASE WHEN deleted.phase = 1 THEN pg_notify('pgq_cancel', asked.id::text)::text END AS notified",
+    per_asked_job!("deleted")
+);
 
 /// Pending jobs due now; one already due keeps its `run_at`, and so its place.
-const RUN_NOW: &str = "
+const RUN_NOW: &str = concat!(
+    "
 WITH target AS (
     SELECT id FROM pgq.jobs WHERE id = ANY($1) AND phase = 0 ORDER BY id FOR UPDATE
 ),
@@ -84,13 +102,13 @@ changed AS (
     WHERE job.id = target.id
     RETURNING job.id, job.phase, pg_notify('pgq_insert', job.queue)::text AS notified
 )
-SELECT asked.id, before.status AS before, changed.phase AS after
-FROM unnest($1::int8[]) AS asked(id)
-LEFT JOIN pgq.jobs AS before ON before.id = asked.id
-LEFT JOIN changed ON changed.id = asked.id";
+SELECT asked.id, before.status AS before, changed.phase AS after",
+    per_asked_job!("changed")
+);
 
 /// Pending jobs given priority `$2`.
-const PRIORITY: &str = "
+const PRIORITY: &str = concat!(
+    "
 WITH target AS (
     SELECT id FROM pgq.jobs WHERE id = ANY($1) AND phase = 0 ORDER BY id FOR UPDATE
 ),
@@ -100,10 +118,9 @@ changed AS (
     WHERE job.id = target.id
     RETURNING job.id, job.phase
 )
-SELECT asked.id, before.status AS before, changed.phase AS after
-FROM unnest($1::int8[]) AS asked(id)
-LEFT JOIN pgq.jobs AS before ON before.id = asked.id
-LEFT JOIN changed ON changed.id = asked.id";
+SELECT asked.id, before.status AS before, changed.phase AS after",
+    per_asked_job!("changed")
+);
 
 /// An action on a batch of jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

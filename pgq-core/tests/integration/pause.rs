@@ -10,10 +10,8 @@ use pgq_core::{
     Client, Error, Handler, JobContext, JobId, JobOutcome, JobStatus, Task, TaskError, Worker,
     WorkerEvent, WorkerHandle, async_trait,
 };
-use pgq_test_support::PgBouncer;
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::PgPoolOptions;
 use tokio::sync::broadcast;
 
 use crate::support;
@@ -218,18 +216,7 @@ async fn a_pause_that_no_notification_announced_is_found_by_the_periodic_read() 
 #[tokio::test]
 async fn workers_behind_pgbouncer_stop_and_resume_by_reading_the_flag() {
     let db = TestDatabase::new().await;
-    let server = db.connect_options();
-    let upstream = format!("{}:{}", server.get_host(), server.get_port())
-        .parse()
-        .expect("a socket address");
-    let bouncer = PgBouncer::new(upstream).await;
-    let pool = PgPoolOptions::new()
-        .max_connections(5)
-        .test_before_acquire(false)
-        .connect_with(bouncer.connect_options(&server))
-        .await
-        .unwrap();
-    let client = Client::new(pool).behind_pooler();
+    let (_bouncer, client) = support::behind_pgbouncer(&db).await;
     let (handle, mut events) = start(&client);
 
     client.pause_queue("paused").await.unwrap();

@@ -5,13 +5,11 @@
 use std::time::Duration;
 
 use pgq_core::{
-    Cancellation, Client, Handler, JobContext, JobOutcome, JobStatus, Retention, Task, TaskError,
-    Worker, async_trait,
+    Cancellation, Handler, JobContext, JobOutcome, JobStatus, Retention, Task, TaskError, Worker,
+    async_trait,
 };
-use pgq_test_support::PgBouncer;
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::PgPoolOptions;
 
 use crate::support;
 
@@ -49,18 +47,7 @@ fn pooled(n: u32, mode: &str) -> Pooled {
 #[tokio::test]
 async fn everything_works_through_pgbouncer_in_transaction_mode() {
     let db = TestDatabase::new().await;
-    let server = db.connect_options();
-    let upstream = format!("{}:{}", server.get_host(), server.get_port())
-        .parse()
-        .expect("a socket address");
-    let bouncer = PgBouncer::new(upstream).await;
-    let pool = PgPoolOptions::new()
-        .max_connections(5)
-        .test_before_acquire(false)
-        .connect_with(bouncer.connect_options(&server))
-        .await
-        .unwrap();
-    let client = Client::new(pool).behind_pooler();
+    let (_bouncer, client) = support::behind_pgbouncer(&db).await;
     // Migrating from nothing, then again, through the pooler.
     sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
         .execute(db.pool())

@@ -201,3 +201,22 @@ pub(crate) async fn put_in(pool: &PgPool, id: JobId, status: pgq_core::JobStatus
             .unwrap();
     }
 }
+
+/// A client of `db` through a PgBouncer of its own in transaction mode, as a deployment behind
+/// a pooler has it; the pooler runs as long as the returned handle lives.
+pub(crate) async fn behind_pgbouncer(
+    db: &pgq_testkit::TestDatabase,
+) -> (pgq_test_support::PgBouncer, pgq_core::Client) {
+    let server = db.connect_options();
+    let upstream = format!("{}:{}", server.get_host(), server.get_port())
+        .parse()
+        .expect("a socket address");
+    let bouncer = pgq_test_support::PgBouncer::new(upstream).await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(5)
+        .test_before_acquire(false)
+        .connect_with(bouncer.connect_options(&server))
+        .await
+        .unwrap();
+    (bouncer, pgq_core::Client::new(pool).behind_pooler())
+}
