@@ -1,14 +1,14 @@
 //! A paused queue is paused for every worker process, and stays paused across their restarts
 //! until resumed: worker processes of the fleet example, started and stopped by the test.
 
-use std::process::Stdio;
+mod fleet;
+
 use std::time::Duration;
 
 use pgq_core::{Client, JobId, JobStatus, Task};
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -27,27 +27,7 @@ struct FleetJob {
 
 /// Starts one worker process of the fleet and waits until it runs; returns it and its id.
 async fn start_worker(db: &TestDatabase) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet_worker"))
-        .args(["--concurrency", "2"])
-        .env("DATABASE_URL", db.url())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let id = tokio::time::timeout(LIMIT, async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.strip_prefix("worker ") {
-                return rest.split(' ').next().unwrap().to_owned();
-            }
-        }
-        panic!("the worker exited before running");
-    })
-    .await
-    .expect("the worker starts");
-    // Keep reading its output so that it never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, id)
+    fleet::start_worker(db, &["--concurrency", "2"]).await
 }
 
 async fn statuses(client: &Client, ids: &[JobId]) -> Vec<JobStatus> {

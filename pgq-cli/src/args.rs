@@ -4,7 +4,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::filter_args::FilterArgs;
 
-/// Operate pgq: apply its schema, see queues and workers, find jobs and act on them.
+/// Operate pgq: apply its schema, see queues, workers and schedules, find jobs and act on them.
 #[derive(Debug, Parser)]
 #[command(name = "pgq", version, about)]
 pub(crate) struct Cli {
@@ -44,6 +44,31 @@ pub(crate) enum Command {
     Queues(QueuesCommand),
     /// The live worker processes.
     Workers,
+    /// The periodic schedules: cron, time zone, missed-instant policy, last and next run, and
+    /// the worker that leads them.
+    Schedules,
+    /// Serve the web dashboard (localhost by default).
+    Web(WebArgs),
+}
+
+/// `pgq web`: the dashboard, served on its own.
+#[derive(Debug, Args)]
+pub(crate) struct WebArgs {
+    /// The address to listen on. Anything but a loopback address needs --token.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub(crate) bind: std::net::SocketAddr,
+    /// The access token every request must carry (a login form asks for it once).
+    #[arg(long, env = "PGQ_WEB_TOKEN", hide_env_values = true)]
+    pub(crate) token: Option<String>,
+    /// Show everything, change nothing: no retry, cancel, delete, run now, pause or resume.
+    #[arg(long)]
+    pub(crate) read_only: bool,
+    /// Never show job payloads.
+    #[arg(long, conflicts_with = "mask")]
+    pub(crate) hide_payloads: bool,
+    /// Show payloads with this field's values masked, at any depth (repeatable).
+    #[arg(long, value_name = "FIELD")]
+    pub(crate) mask: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -128,7 +153,7 @@ pub(crate) struct DeleteArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum QueuesCommand {
-    /// Every queue with jobs, workers or a pause.
+    /// Every queue with jobs, workers, a pause, a limit or a rate limit.
     List,
     /// Stop every worker claiming from a queue, until resumed.
     Pause {
@@ -140,6 +165,50 @@ pub(crate) enum QueuesCommand {
         /// The queue.
         name: String,
     },
+    /// Run at most N jobs of a queue at once across all workers; `none` lifts the limit.
+    Limit {
+        /// The queue.
+        name: String,
+        /// The most jobs claimed or running at once (1 or more), or `none`.
+        #[arg(value_parser = parse_limit)]
+        limit: QueueLimit,
+    },
+    /// Start at most N jobs of a queue per period across all workers (`20/s`, `100/m`,
+    /// `5/500ms`); `none` lifts the rate limit.
+    Rate {
+        /// The queue.
+        name: String,
+        /// N/s, N/m, N/h or N/<duration>, or `none`.
+        #[arg(value_parser = parse_rate)]
+        rate: QueueRate,
+    },
+}
+
+/// A queue's rate limit as given on the command line.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueueRate(pub(crate) Option<pgq_core::RateLimit>);
+
+fn parse_rate(text: &str) -> Result<QueueRate, String> {
+    if text == "none" {
+        return Ok(QueueRate(None));
+    }
+    text.parse().map(|rate| QueueRate(Some(rate)))
+}
+
+/// A queue's concurrency limit as given on the command line.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueueLimit(pub(crate) Option<u32>);
+
+fn parse_limit(text: &str) -> Result<QueueLimit, String> {
+    if text == "none" {
+        return Ok(QueueLimit(None));
+    }
+    match text.parse::<u32>() {
+        Ok(limit) if limit >= 1 => Ok(QueueLimit(Some(limit))),
+        _ => Err(format!(
+            "{text:?} is not a limit: a whole number from 1, or `none`"
+        )),
+    }
 }
 
 fn parse_order(text: &str) -> Result<pgq_core::JobOrder, String> {

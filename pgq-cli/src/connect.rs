@@ -16,6 +16,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A client on the database and schema the options name, once a connection to it was made:
 /// a refused or unanswered connection fails here, with the URL and the reason.
 pub(crate) async fn client(global: &Global) -> Result<Client, Failure> {
+    client_with(global, 2).await
+}
+
+/// [`client`], with a pool of up to `connections`.
+pub(crate) async fn client_with(global: &Global, connections: u32) -> Result<Client, Failure> {
     let url = global.database_url.as_deref().ok_or_else(|| {
         Failure::Usage("no database given: set DATABASE_URL or pass --database-url".into())
     })?;
@@ -24,7 +29,7 @@ pub(crate) async fn client(global: &Global) -> Result<Client, Failure> {
         .parse()
         .map_err(|err| Failure::Usage(format!("invalid database URL {shown}: {err}")))?;
     let pool = PgPoolOptions::new()
-        .max_connections(2)
+        .max_connections(connections)
         .acquire_timeout(CONNECT_TIMEOUT)
         .test_before_acquire(false)
         .connect_lazy_with(options.clone());

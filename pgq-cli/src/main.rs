@@ -1,6 +1,6 @@
 //! `pgq`: apply pgq's schema, see its queues and workers, find jobs and act on them, pause and
-//! resume queues. Human tables by default, `--json` for scripts; exit code 0 when done, 1 when
-//! something failed, 2 for a usage error, before anything was touched.
+//! resume queues, serve the web dashboard. Human tables by default, `--json` for scripts; exit
+//! code 0 when done, 1 when something failed, 2 for a usage error, before anything was touched.
 
 mod args;
 mod cmd;
@@ -27,6 +27,8 @@ async fn main() -> ExitCode {
         Command::Jobs(jobs) => cmd::jobs::run(&cli.global, jobs).await,
         Command::Queues(queues) => cmd::queues::run(&cli.global, queues).await,
         Command::Workers => cmd::workers::run(&cli.global).await,
+        Command::Web(args) => cmd::web::run(&cli.global, args).await,
+        Command::Schedules => cmd::schedules::run(&cli.global).await,
     };
     match result {
         Ok(code) => code,

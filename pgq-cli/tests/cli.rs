@@ -241,6 +241,102 @@ async fn queues_pause_and_resume_from_the_command_line() {
 }
 
 #[tokio::test]
+async fn a_queue_limit_is_set_and_lifted_from_the_command_line() {
+    let db = TestDatabase::new().await;
+    let set = pgq(&db, &["queues", "limit", "cli", "3"]);
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert!(
+        stdout(&set).contains("at most 3 jobs at once"),
+        "{}",
+        stdout(&set)
+    );
+    let queues = json(&pgq(&db, &["--json", "queues", "list"]));
+    assert_eq!(
+        (&queues[0]["name"], &queues[0]["limit"]),
+        (&Value::from("cli"), &Value::from(3))
+    );
+    let table = stdout(&pgq(&db, &["queues", "list"]));
+    assert!(table.lines().next().unwrap().contains("LIMIT"), "{table}");
+    for bad in ["0", "-1", "many"] {
+        let refused = pgq(&db, &["queues", "limit", "cli", bad]);
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{bad}: {}",
+            stderr(&refused)
+        );
+    }
+    assert!(
+        pgq(&db, &["queues", "limit", "cli", "none"])
+            .status
+            .success()
+    );
+    let queues = json(&pgq(&db, &["--json", "queues", "list"]));
+    assert!(queues.as_array().unwrap().is_empty(), "{queues}");
+}
+
+#[tokio::test]
+async fn schedules_list_with_their_last_and_next_run_and_leader() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let at = |text: &str| chrono::DateTime::parse_from_rfc3339(text).unwrap().to_utc();
+    let schedule = pgq_core::Schedule::cron("0 0 * * * *")
+        .time_zone("Europe/Paris")
+        .missed(pgq_core::Missed::RunOnce);
+    let make = || Mail { to: "ops".into() };
+    let first = at("2020-01-01T00:30:00Z");
+    pgq_core::__testkit::enqueue_due(&client, schedule.clone(), make, first)
+        .await
+        .unwrap();
+    let ids = pgq_core::__testkit::enqueue_due(&client, schedule, make, at("2020-01-01T01:00:05Z"))
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 1);
+    // A hand-written row with a hostile name is shown as text.
+    sqlx::query(
+        "INSERT INTO pgq.schedules (name, task, cron, time_zone, missed, role, done_through)
+         VALUES ('evil\u{1b}[31m\nname', 'Mail', 'not a cron', 'UTC', 'sometimes', 'r', now())",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+
+    let listed = json(&pgq(&db, &["--json", "schedules"]));
+    let mail = &listed[0];
+    assert_eq!(mail["name"], "Mail");
+    assert_eq!(mail["cron"], "0 0 * * * *");
+    assert_eq!(mail["time_zone"], "Europe/Paris");
+    assert_eq!(mail["missed"], "run_once");
+    assert_eq!(mail["last_run"], "2020-01-01T01:00:00Z");
+    assert_eq!(mail["last_job"], ids[0].get());
+    assert!(mail["next_run"].is_string(), "{mail}");
+    assert!(mail["leader"].is_null());
+    let evil = &listed[1];
+    assert!(
+        evil["missed"].is_null() && evil["next_run"].is_null(),
+        "{evil}"
+    );
+
+    let table = pgq(&db, &["schedules"]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    let text = stdout(&table);
+    assert!(
+        text.contains("Europe/Paris") && text.contains("run_once"),
+        "{text}"
+    );
+    assert!(text.contains("2020-01-01 01:00:00"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "control characters are not printed: {text:?}"
+    );
+    assert_eq!(
+        text.lines().count(),
+        3,
+        "a header and one line a schedule: {text}"
+    );
+}
+
+#[tokio::test]
 async fn bad_input_is_a_usage_error_before_the_database_is_touched() {
     let db = TestDatabase::new().await;
     failed_jobs(&db, 1).await;

@@ -13,6 +13,7 @@ use crate::defaults;
 use crate::enqueue::{self, EnqueueOptions};
 use crate::enqueued::Enqueued;
 use crate::error::Result;
+use crate::inline::{InlineMode, InlineRunner};
 use crate::job::Job;
 use crate::job_id::JobId;
 use crate::kept_connection::KeptConnection;
@@ -53,6 +54,8 @@ pub struct Client {
     max_payload_bytes: usize,
     wakeups: Arc<Wakeups>,
     kept: Arc<KeptConnection>,
+    /// Manual (jobs wait for workers) unless a test made it inline.
+    inline: InlineMode<Client>,
 }
 
 impl Client {
@@ -104,6 +107,7 @@ impl Client {
             pooled: false,
             wakeups: Arc::default(),
             kept: Arc::default(),
+            inline: InlineMode::default(),
         }
     }
 
@@ -210,6 +214,11 @@ impl Client {
         self.pooled
     }
 
+    /// The largest payload an enqueue accepts, in bytes.
+    pub(crate) fn max_payload_bytes(&self) -> usize {
+        self.max_payload_bytes
+    }
+
     /// pgq's statements on the client's pool, within the statement timeout.
     pub(crate) fn store(&self) -> &Store {
         &self.store
@@ -229,6 +238,20 @@ impl Client {
     pub fn with_wakeup_window(mut self, window: Duration) -> Self {
         self.wakeups = Arc::new(Wakeups::new(window));
         self
+    }
+
+    /// Makes the enqueues that commit on their own run their jobs at once through `runner`
+    /// (the inline testing mode), or, with `None`, leaves jobs for workers (the manual mode,
+    /// the default). Use it through `pgq_testkit::Inline`.
+    #[doc(hidden)]
+    pub fn with_inline_runner(mut self, runner: Option<Arc<dyn InlineRunner<Client>>>) -> Self {
+        self.inline = InlineMode::new(runner);
+        self
+    }
+
+    /// Whether enqueues run their jobs at once: a client of pgq-testkit's inline testing mode.
+    pub fn is_inline(&self) -> bool {
+        self.inline.is_inline()
     }
 
     /// The pool the client runs on, for transactions that enqueue with
@@ -314,8 +337,7 @@ impl Client {
                 &self.store,
                 c,
                 &template,
-                &task.payload,
-                task.unique_key.as_deref(),
+                &task,
                 options.replace,
                 wakeup.notifies(),
             ));
@@ -332,6 +354,7 @@ impl Client {
         };
         let enqueued = inserted.instrument(template.span(1)).await?;
         template.count(&[enqueued]);
+        self.inline.after_enqueue(self, template.queue).await?;
         Ok(enqueued)
     }
 
@@ -375,17 +398,10 @@ impl Client {
     ) -> Result<Enqueued> {
         let template = enqueue::template::<T>(&options)?;
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
-        let enqueued = store::enqueue::insert_one(
-            &self.store,
-            conn,
-            &template,
-            &task.payload,
-            task.unique_key.as_deref(),
-            options.replace,
-            true,
-        )
-        .instrument(template.span(1))
-        .await?;
+        let enqueued =
+            store::enqueue::insert_one(&self.store, conn, &template, &task, options.replace, true)
+                .instrument(template.span(1))
+                .await?;
         template.count(&[enqueued]);
         Ok(enqueued)
     }
@@ -439,8 +455,8 @@ impl Client {
         options: EnqueueOptions,
     ) -> Result<Vec<Enqueued>> {
         let template = enqueue::batch_template::<T>(&options)?;
-        let (payloads, unique_keys) = enqueue::prepare_many(tasks, self.max_payload_bytes)?;
-        if payloads.is_empty() {
+        let batch = enqueue::prepare_many(tasks, self.max_payload_bytes)?;
+        if batch.payloads.is_empty() {
             return Ok(Vec::new());
         }
         let enqueued = async {
@@ -448,13 +464,13 @@ impl Client {
                 &self.store,
                 conn,
                 &template,
-                &payloads,
-                &unique_keys
+                &batch
             ))
         }
-        .instrument(template.span(payloads.len()))
+        .instrument(template.span(batch.payloads.len()))
         .await?;
         template.count(&enqueued);
+        self.inline.after_enqueue(self, template.queue).await?;
         Ok(enqueued)
     }
 
@@ -509,14 +525,13 @@ impl Client {
         options: EnqueueOptions,
     ) -> Result<Vec<Enqueued>> {
         let template = enqueue::batch_template::<T>(&options)?;
-        let (payloads, unique_keys) = enqueue::prepare_many(tasks, self.max_payload_bytes)?;
-        if payloads.is_empty() {
+        let batch = enqueue::prepare_many(tasks, self.max_payload_bytes)?;
+        if batch.payloads.is_empty() {
             return Ok(Vec::new());
         }
-        let enqueued =
-            store::enqueue::insert_many(&self.store, conn, &template, &payloads, &unique_keys)
-                .instrument(template.span(payloads.len()))
-                .await?;
+        let enqueued = store::enqueue::insert_many(&self.store, conn, &template, &batch)
+            .instrument(template.span(batch.payloads.len()))
+            .await?;
         template.count(&enqueued);
         Ok(enqueued)
     }

@@ -197,3 +197,28 @@ pub const UPKEEP_CONNECTIONS: u32 = 2;
 /// assert_eq!(pgq_core::defaults::STATS_WINDOW.as_secs(), 300);
 /// ```
 pub const STATS_WINDOW: Duration = Duration::from_secs(300);
+
+/// How long the process that leads the periodic schedules holds its lead without renewing it;
+/// it renews every third of it, and another process takes over once it has run out.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// // A quicker takeover when the leader dies, for a few more writes.
+/// let worker = pgq_core::Worker::builder(client)
+///     .queue("reports", 2)
+///     .leader_lease(Duration::from_secs(5))
+///     .build()?;
+/// # Ok(()) }
+/// ```
+pub const LEADER_LEASE: Duration = Duration::from_secs(10);
+
+/// How late a scheduled instant may be enqueued and still count as on time. Instants older than
+/// this when a leader gets to them were missed (no worker ran, or none led), and follow their
+/// schedule's [`Missed`](crate::Missed) policy; those within it always run, so a leader that
+/// dies and is replaced within its lease loses none.
+///
+/// ```
+/// assert!(pgq_core::defaults::SCHEDULE_GRACE > pgq_core::defaults::LEADER_LEASE);
+/// ```
+pub const SCHEDULE_GRACE: Duration = Duration::from_secs(60);

@@ -165,15 +165,42 @@ impl EnqueueOptions {
 }
 
 /// A task turned into what its row needs, after every check.
+#[derive(Debug)]
 pub(crate) struct PreparedTask {
     pub(crate) payload: String,
     pub(crate) unique_key: Option<String>,
+    /// The key its concurrency limit counts by, with the limit; `None` for a task without one.
+    pub(crate) concurrency: Option<Concurrency>,
+}
+
+/// A job's concurrency key and the most held jobs of that key (`Task::CONCURRENCY`).
+#[derive(Debug, Clone)]
+pub(crate) struct Concurrency {
+    pub(crate) key: String,
+    pub(crate) limit: i32,
+}
+
+/// A batch of tasks turned into what their rows need, in input order.
+pub(crate) struct PreparedBatch {
+    pub(crate) payloads: Vec<String>,
+    pub(crate) unique_keys: Vec<Option<String>>,
+    pub(crate) concurrency: Vec<Option<Concurrency>>,
 }
 
 /// Checks the options against the task's settings and builds the row template.
 pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTemplate<'a>> {
     let queue = options.queue.as_deref().unwrap_or(T::QUEUE);
     queue::validate(queue)?;
+    if T::CONCURRENCY.is_some() && queue != T::QUEUE {
+        // Workers bound keys on the queues that keyed tasks declare, and only there.
+        return Err(invalid::<T>(
+            "queue",
+            format!(
+                "a task with a concurrency key runs on its own queue {:?}, not {queue:?}",
+                T::QUEUE
+            ),
+        ));
+    }
     let priority = options.priority.unwrap_or(T::PRIORITY);
     if !(limits::MIN_PRIORITY..=limits::MAX_PRIORITY).contains(&priority) {
         return Err(invalid::<T>(
@@ -246,14 +273,19 @@ pub(crate) fn batch_template<'a, T: Task>(options: &'a EnqueueOptions) -> Result
 pub(crate) fn prepare_many<T: Task>(
     tasks: impl IntoIterator<Item = T>,
     max_payload_bytes: usize,
-) -> Result<(Vec<String>, Vec<Option<String>>)> {
-    tasks
-        .into_iter()
-        .map(|task| {
-            prepare(&task, max_payload_bytes)
-                .map(|prepared| (prepared.payload, prepared.unique_key))
-        })
-        .collect()
+) -> Result<PreparedBatch> {
+    let mut batch = PreparedBatch {
+        payloads: Vec::new(),
+        unique_keys: Vec::new(),
+        concurrency: Vec::new(),
+    };
+    for task in tasks {
+        let prepared = prepare(&task, max_payload_bytes)?;
+        batch.payloads.push(prepared.payload);
+        batch.unique_keys.push(prepared.unique_key);
+        batch.concurrency.push(prepared.concurrency);
+    }
+    Ok(batch)
 }
 
 /// Serializes the task and checks its size and unique key.
@@ -276,30 +308,62 @@ pub(crate) fn prepare<T: Task>(task: &T, max_payload_bytes: usize) -> Result<Pre
         });
     }
     let unique_key = task.unique_key();
-    if let Some(key) = &unique_key
-        && key.contains('\0')
-    {
-        return Err(invalid::<T>(
-            "unique_key",
-            "it holds a NUL character, which PostgreSQL cannot store".into(),
-        ));
-    }
-    if let Some(key) = &unique_key
-        && (key.is_empty() || key.len() > limits::MAX_UNIQUE_KEY_BYTES)
-    {
-        return Err(invalid::<T>(
-            "unique_key",
-            format!(
-                "{} bytes; a key has 1 to {} bytes",
-                key.len(),
-                limits::MAX_UNIQUE_KEY_BYTES
-            ),
-        ));
-    }
+    check_key::<T>(
+        "unique_key",
+        unique_key.as_deref(),
+        limits::MAX_UNIQUE_KEY_BYTES,
+    )?;
     Ok(PreparedTask {
         payload,
         unique_key,
+        concurrency: concurrency(task)?,
     })
+}
+
+/// The task's concurrency key with its limit, checked.
+fn concurrency<T: Task>(task: &T) -> Result<Option<Concurrency>> {
+    let Some(key) = task.concurrency_key() else {
+        return Ok(None);
+    };
+    check_key::<T>(
+        "concurrency_key",
+        Some(&key),
+        limits::MAX_CONCURRENCY_KEY_BYTES,
+    )?;
+    match T::CONCURRENCY {
+        Some(limit @ 1..=limits::MAX_CONCURRENCY) => Ok(Some(Concurrency {
+            key,
+            limit: limit as i32,
+        })),
+        Some(limit) => Err(invalid::<T>(
+            "concurrency",
+            format!("{limit} is outside 1..={}", limits::MAX_CONCURRENCY),
+        )),
+        None => Err(invalid::<T>(
+            "concurrency_key",
+            "a concurrency key needs a limit: set `concurrency` (Task::CONCURRENCY)".into(),
+        )),
+    }
+}
+
+/// A unique or concurrency key PostgreSQL can store and pgq bounds: no NUL, 1 to `max_bytes` bytes.
+fn check_key<T: Task>(option: &'static str, key: Option<&str>, max_bytes: usize) -> Result<()> {
+    let Some(key) = key else {
+        return Ok(());
+    };
+    if key.contains('\0') {
+        return Err(invalid::<T>(
+            option,
+            "it holds a NUL character, which PostgreSQL cannot store".into(),
+        ));
+    }
+    if key.is_empty() || key.len() > max_bytes {
+        return Err(invalid::<T>(
+            option,
+            format!("{} bytes; a key has 1 to {max_bytes} bytes", key.len()),
+        ));
+    }
+    Ok(())
 }
 
 fn invalid<T: Task>(option: &'static str, reason: String) -> Error {

@@ -139,6 +139,16 @@ pub enum Error {
     #[error("invalid worker: {0}")]
     InvalidWorker(String),
 
+    /// A periodic schedule was refused by `build()`: a cron expression that does not parse, an
+    /// unknown time zone, a name given twice, a backfill out of range.
+    #[error("invalid schedule {schedule:?}: {reason}")]
+    InvalidSchedule {
+        /// The schedule's name (its task's name unless it was given one), cut to 80 characters.
+        schedule: String,
+        /// Why it was refused.
+        reason: String,
+    },
+
     /// A task's serialized payload exceeds the client's limit.
     #[error("payload of task {task:?} is {size} bytes; the limit is {limit} bytes")]
     PayloadTooLarge {

@@ -11,6 +11,8 @@ mod enqueue;
 mod enqueued;
 mod error;
 mod handler;
+mod history;
+mod inline;
 mod job;
 mod job_id;
 mod job_meta;
@@ -21,8 +23,12 @@ mod maintenance;
 mod metric;
 mod migrate;
 mod payload;
+mod periodic;
+mod periodic_testing;
 mod queue;
+mod rate_limit;
 mod registry;
+mod schedule;
 mod schema;
 mod state;
 mod stats;
@@ -42,6 +48,7 @@ pub use admin::filter::{JobFilter, JobOrder};
 pub use admin::fleet::QueueInfo;
 pub use admin::migration_state::MigrationState;
 pub use admin::page::{JobCount, JobPage};
+pub use admin::schedules::ScheduleInfo;
 pub use admin::selection::JobSelection;
 pub use async_trait::async_trait;
 pub use cancellation::Cancellation;
@@ -51,12 +58,15 @@ pub use enqueue::EnqueueOptions;
 pub use enqueued::Enqueued;
 pub use error::{Error, Result};
 pub use handler::Handler;
+pub use history::{FINISHED_HISTORY_MINUTES, FinishedHistory, FinishedMinute};
 pub use job::{AttemptError, Job, JobStatus};
 pub use job_id::{JobId, ParseJobIdError};
 pub use live_worker::LiveWorker;
 pub use maintenance::cleaner::Retention;
 pub use migrate::{Migration, migrate, migrations};
+pub use rate_limit::RateLimit;
 pub use registry::{Registry, TaskRegistration};
+pub use schedule::{Missed, Schedule};
 pub use stats::QueueStats;
 pub use task::Task;
 pub use task_error::{TaskAction, TaskError};
@@ -71,8 +81,10 @@ pub use pgq_macros::Task;
 /// What `#[derive(Task)]` expands to; not for use in your code.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::__declare_schedule as declare_schedule;
     pub use crate::__register_task as register_task;
     pub use crate::handler::{HandlerProbe, RunFn, ViaHandler, ViaNoHandler};
+    pub use crate::periodic::DeclaredSchedule;
     pub use crate::registry::TaskRegistration;
     pub use inventory;
 }
@@ -81,5 +93,9 @@ pub mod __private {
 #[doc(hidden)]
 pub mod __testkit {
     pub use crate::attempt::Recording;
+    pub use crate::inline::InlineRunner;
+    pub use crate::periodic_testing::{
+        enqueue_due, enqueue_due_declared, next_instant, next_instant_declared,
+    };
     pub use crate::testing::*;
 }

@@ -62,6 +62,34 @@ pub const MAX_QUEUE_LEN: usize = 64;
 /// ```
 pub const MAX_UNIQUE_KEY_BYTES: usize = 1024;
 
+/// The longest concurrency key pgq stores, in bytes.
+///
+/// ```
+/// use pgq_core::{limits::MAX_CONCURRENCY_KEY_BYTES, Task};
+///
+/// #[derive(serde::Serialize, serde::Deserialize, Task)]
+/// #[task(concurrency_key = "tenant:{tenant}", concurrency = 2)]
+/// struct Export { tenant: String }
+///
+/// // A longer key is refused at enqueue with Error::InvalidOption.
+/// let key = Export { tenant: "acme".into() }.concurrency_key().unwrap();
+/// assert!(key.len() <= MAX_CONCURRENCY_KEY_BYTES);
+/// ```
+pub const MAX_CONCURRENCY_KEY_BYTES: usize = 1024;
+
+/// The largest `concurrency` a task may declare: held jobs per concurrency key.
+///
+/// ```
+/// use pgq_core::{limits::MAX_CONCURRENCY, Task};
+///
+/// #[derive(serde::Serialize, serde::Deserialize, Task)]
+/// #[task(concurrency_key = "{tenant}", concurrency = 1000)]
+/// struct Export { tenant: String }
+///
+/// assert_eq!(Export::CONCURRENCY, Some(MAX_CONCURRENCY));
+/// ```
+pub const MAX_CONCURRENCY: u32 = 1000;
+
 /// The longest delay an enqueue accepts: 100 years (PostgreSQL's intervals stay in range).
 ///
 /// ```
@@ -273,3 +301,31 @@ pub const MAX_ERROR_SEARCH_BYTES: usize = 200;
 /// assert_eq!(pgq_core::limits::ACTION_BATCH, 1000);
 /// ```
 pub const ACTION_BATCH: usize = 1000;
+
+/// The most missed instants a schedule backfills ([`Missed::Backfill`](crate::Missed)).
+///
+/// ```
+/// use pgq_core::{Missed, Schedule};
+/// let schedule = Schedule::cron("0 0 * * * *").missed(Missed::Backfill(24));
+/// assert!(24 <= pgq_core::limits::MAX_BACKFILL);
+/// # let _ = schedule;
+/// ```
+pub const MAX_BACKFILL: u32 = 1000;
+
+/// The longest schedule name, in bytes (a schedule is named after its task unless named).
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_SCHEDULE_NAME_BYTES, 128);
+/// ```
+pub const MAX_SCHEDULE_NAME_BYTES: usize = 128;
+
+/// The most on-time instants one schedule enqueues in one step: a cron firing every second
+/// has at most [`SCHEDULE_GRACE`](crate::defaults::SCHEDULE_GRACE) worth of them.
+pub(crate) const MAX_ON_TIME_INSTANTS: usize = 10_000;
+
+/// The longest period of a queue's rate limit ([`RateLimit`](crate::RateLimit)).
+///
+/// ```
+/// assert!("1/25h".parse::<pgq_core::RateLimit>().is_err());
+/// ```
+pub const MAX_RATE_PERIOD: Duration = Duration::from_secs(24 * 3600);

@@ -27,6 +27,8 @@ pub struct TaskRegistration {
     type_name: &'static str,
     lease: Option<Duration>,
     timeout: Option<Duration>,
+    /// Whether its jobs carry a concurrency key (`#[task(concurrency_key)]`).
+    keyed: bool,
     run_fn: fn() -> Option<RunFn>,
 }
 
@@ -41,6 +43,7 @@ impl TaskRegistration {
             type_name,
             lease: T::LEASE,
             timeout: T::TIMEOUT,
+            keyed: T::CONCURRENCY.is_some(),
             run_fn,
         }
     }
@@ -116,6 +119,10 @@ impl TaskRegistration {
 
     pub(crate) fn timeout(&self) -> Option<Duration> {
         self.timeout
+    }
+
+    pub(crate) fn keyed(&self) -> bool {
+        self.keyed
     }
 
     pub(crate) fn run_fn(&self) -> Option<RunFn> {
@@ -250,6 +257,7 @@ mod tests {
         type_name: "crate::A",
         lease: None,
         timeout: None,
+        keyed: false,
         run_fn: || None,
     };
     static B: TaskRegistration = TaskRegistration {
@@ -258,6 +266,7 @@ mod tests {
         type_name: "crate::B",
         lease: None,
         timeout: None,
+        keyed: false,
         run_fn: || None,
     };
 

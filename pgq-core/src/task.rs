@@ -112,4 +112,34 @@ pub trait Task: Serialize + DeserializeOwned + Send + Sync + 'static {
     fn unique_key(&self) -> Option<String> {
         None
     }
+
+    /// How many jobs with one [`concurrency_key`](Task::concurrency_key) may be held (claimed
+    /// or running) at once in their queue, across all workers (`concurrency`, 1 to 1000);
+    /// `None` for a task without a key.
+    ///
+    /// ```
+    /// # use pgq_core::Task;
+    /// #[derive(serde::Serialize, serde::Deserialize, Task)]
+    /// #[task(concurrency_key = "{customer_id}", concurrency = 2)]
+    /// struct Export { customer_id: i64 }
+    ///
+    /// assert_eq!(Export::CONCURRENCY, Some(2));
+    /// ```
+    const CONCURRENCY: Option<u32> = None;
+
+    /// The key whose held jobs [`CONCURRENCY`](Task::CONCURRENCY) bounds (`concurrency_key`):
+    /// one tenant's jobs cannot take every worker.
+    ///
+    /// ```
+    /// # use pgq_core::Task;
+    /// #[derive(serde::Serialize, serde::Deserialize, Task)]
+    /// #[task(concurrency_key = "tenant:{customer_id}", concurrency = 1)]
+    /// struct Export { customer_id: i64, month: u32 }
+    ///
+    /// let task = Export { customer_id: 7, month: 3 };
+    /// assert_eq!(task.concurrency_key().as_deref(), Some("tenant:7"));
+    /// ```
+    fn concurrency_key(&self) -> Option<String> {
+        None
+    }
 }

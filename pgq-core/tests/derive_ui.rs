@@ -1,4 +1,5 @@
-//! `#[derive(Task)]`: every attribute error, and every key compiled and run.
+//! `#[derive(Task)]`: every attribute error, and every key compiled and run; the misuses of
+//! `#[pgq_testkit::test]`.
 
 #[test]
 fn ui() {

@@ -28,6 +28,7 @@ fn the_derive_checks_the_same_limits_as_the_runtime() {
         ("MIN_PRIORITY", i128::from(limits::MIN_PRIORITY)),
         ("MAX_PRIORITY", i128::from(limits::MAX_PRIORITY)),
         ("MAX_MAX_ATTEMPTS", i128::from(limits::MAX_MAX_ATTEMPTS)),
+        ("MAX_CONCURRENCY", i128::from(limits::MAX_CONCURRENCY)),
         ("MAX_QUEUE_LEN", limits::MAX_QUEUE_LEN as i128),
         ("MAX_TASK_NAME_LEN", limits::MAX_TASK_NAME_LEN as i128),
         ("MIN_LEASE_MILLIS", millis(limits::MIN_LEASE)),

@@ -137,7 +137,8 @@ mod tests {
                 "#[task(...)] goes on the struct, not on a field",
                 "tuple structs are not supported; use named fields",
                 "unknown key `nope` in #[task]; expected one of `queue`, `priority`, \
-                 `max_attempts`, `unique_key`, `name`, `timeout`, `lease`",
+                 `max_attempts`, `unique_key`, `name`, `timeout`, `lease`, `cron`, `time_zone`, \
+                 `concurrency_key`, `concurrency`",
             ]
         );
     }

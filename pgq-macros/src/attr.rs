@@ -43,6 +43,10 @@ keys! {
     Name = "name",
     Timeout = "timeout",
     Lease = "lease",
+    Cron = "cron",
+    TimeZone = "time_zone",
+    ConcurrencyKey = "concurrency_key",
+    Concurrency = "concurrency",
 }
 
 impl Key {
@@ -253,7 +257,8 @@ mod tests {
             errors,
             [
                 "unknown key `queu` in #[task]; expected one of `queue`, `priority`, \
-                 `max_attempts`, `unique_key`, `name`, `timeout`, `lease`",
+                 `max_attempts`, `unique_key`, `name`, `timeout`, `lease`, `cron`, \
+                 `time_zone`, `concurrency_key`, `concurrency`",
                 "duplicate key `priority` in #[task]",
                 "key `name` in #[task] needs a value: `name = ...`",
                 "expected `=` after `timeout`",
@@ -261,7 +266,8 @@ mod tests {
                 "expected #[task(key = value, ...)]",
                 "expected `key = value` before `,` in #[task]",
                 "expected a key in #[task], one of `queue`, `priority`, `max_attempts`, \
-                 `unique_key`, `name`, `timeout`, `lease`",
+                 `unique_key`, `name`, `timeout`, `lease`, `cron`, `time_zone`, \
+                 `concurrency_key`, `concurrency`",
             ]
         );
     }

@@ -7,7 +7,7 @@ use syn::{DeriveInput, Ident, LitStr};
 use crate::ast::{self, Input};
 use crate::ctxt::Ctxt;
 use crate::fallback;
-use crate::valid::{self, Settings, UniqueKey};
+use crate::valid::{self, Cron, Settings, UniqueKey};
 
 /// `#[derive(Task)]`: the impl and registration, or every error plus a stub impl.
 pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
@@ -41,7 +41,22 @@ fn impl_task(ident: &Ident, settings: &Settings) -> TokenStream {
     let lease = settings
         .lease_millis
         .map(|millis| duration_const("LEASE", millis));
-    let unique_key = settings.unique_key.as_ref().map(unique_key_fn);
+    let unique_key = settings
+        .unique_key
+        .as_ref()
+        .map(|key| key_fn("unique_key", key));
+    let concurrency = settings.concurrency.as_ref().map(|(key, limit)| {
+        let key = key_fn("concurrency_key", key);
+        let limit = Literal::u32_unsuffixed(*limit);
+        quote! {
+            const CONCURRENCY: ::core::option::Option<u32> = ::core::option::Option::Some(#limit);
+            #key
+        }
+    });
+    let schedule = settings
+        .cron
+        .as_ref()
+        .map(|cron| declare_schedule(&ty, cron));
     quote! {
         const _: () = {
             #[automatically_derived]
@@ -53,9 +68,22 @@ fn impl_task(ident: &Ident, settings: &Settings) -> TokenStream {
                 #timeout
                 #lease
                 #unique_key
+                #concurrency
             }
             ::pgq_core::__private::register_task!(#ty);
+            #schedule
         };
+    }
+}
+
+/// The schedule's registration; its `Default` bound is reported on the user's struct.
+fn declare_schedule(ty: &Ident, cron: &Cron) -> TokenStream {
+    let Cron {
+        expression,
+        time_zone,
+    } = cron;
+    quote! {
+        ::pgq_core::__private::declare_schedule!(#ty, #expression, #time_zone);
     }
 }
 
@@ -69,9 +97,9 @@ fn duration_const(name: &str, millis: u64) -> TokenStream {
     }
 }
 
-/// `fn unique_key`, its `format!` located at the literal so that a field that is not `Display`
-/// is reported there.
-fn unique_key_fn(unique_key: &UniqueKey) -> TokenStream {
+/// `fn unique_key` or `fn concurrency_key`, its `format!` located at the literal so that a field
+/// that is not `Display` is reported there.
+fn key_fn(name: &str, unique_key: &UniqueKey) -> TokenStream {
     let UniqueKey {
         format,
         fields,
@@ -84,8 +112,9 @@ fn unique_key_fn(unique_key: &UniqueKey) -> TokenStream {
         let format = LitStr::new(format, *span);
         quote_spanned!(*span=> ::std::format!(#format, #(self.#fields),*))
     };
+    let name = Ident::new(name, Span::call_site());
     quote! {
-        fn unique_key(&self) -> ::core::option::Option<::std::string::String> {
+        fn #name(&self) -> ::core::option::Option<::std::string::String> {
             ::core::option::Option::Some(#key)
         }
     }
@@ -120,6 +149,29 @@ mod tests {
                     }
                 }
                 ::pgq_core::__private::register_task!(SendWelcome);
+            };
+        };
+        assert_eq!(derive(&input).to_string(), expected.to_string());
+    }
+
+    #[test]
+    fn a_concurrency_key_with_its_limit() {
+        let input: DeriveInput = parse_quote! {
+            #[task(concurrency_key = "tenant:{customer_id}", concurrency = 2)]
+            struct Export { customer_id: i64 }
+        };
+        let expected = quote! {
+            const _: () = {
+                #[automatically_derived]
+                impl ::pgq_core::Task for Export {
+                    const NAME: &'static str = "Export";
+                    const CONCURRENCY: ::core::option::Option<u32> =
+                        ::core::option::Option::Some(2);
+                    fn concurrency_key(&self) -> ::core::option::Option<::std::string::String> {
+                        ::core::option::Option::Some(::std::format!("tenant:{}", self.customer_id))
+                    }
+                }
+                ::pgq_core::__private::register_task!(Export);
             };
         };
         assert_eq!(derive(&input).to_string(), expected.to_string());
@@ -161,6 +213,61 @@ mod tests {
             };
         };
         assert_eq!(derive(&input).to_string(), expected.to_string());
+    }
+
+    #[test]
+    fn a_cron_declares_a_schedule_of_a_default_value() {
+        let input: DeriveInput = parse_quote!(
+            #[task(cron = "0 */5 * * * *", time_zone = "Europe/Paris")]
+            struct Sweep;
+        );
+        let expected = quote! {
+            const _: () = {
+                #[automatically_derived]
+                impl ::pgq_core::Task for Sweep {
+                    const NAME: &'static str = "Sweep";
+                }
+                ::pgq_core::__private::register_task!(Sweep);
+                ::pgq_core::__private::declare_schedule!(Sweep, "0 */5 * * * *", "Europe/Paris");
+            };
+        };
+        assert_eq!(derive(&input).to_string(), expected.to_string());
+    }
+
+    #[test]
+    fn cron_and_time_zone_errors() {
+        let errors = |input: DeriveInput| -> Vec<String> {
+            let cx = Ctxt::new();
+            let task = Input::from_syn(&cx, &input);
+            valid::check(&cx, &task);
+            cx.check()
+                .err()
+                .map(|errors| errors.into_iter().map(|e| e.to_string()).collect())
+                .unwrap_or_default()
+        };
+        let bad_cron = errors(parse_quote!(
+            #[task(cron = "61 * * * * *")]
+            struct A;
+        ));
+        assert_eq!(bad_cron.len(), 1);
+        assert!(
+            bad_cron[0].starts_with("cron expression does not parse"),
+            "{bad_cron:?}"
+        );
+        assert_eq!(
+            errors(parse_quote!(
+                #[task(time_zone = "UTC")]
+                struct B;
+            )),
+            ["time_zone is the time zone of a cron schedule; add `cron = \"...\"`"]
+        );
+        assert_eq!(
+            errors(parse_quote!(
+                #[task(cron = "* * * * * *", time_zone = "Paris time")]
+                struct C;
+            )),
+            ["time_zone must be an IANA time zone name such as \"Europe/Paris\" or \"UTC\""]
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub(crate) const MIN_PRIORITY: i16 = 0;
 pub(crate) const MAX_PRIORITY: i16 = 1000;
 pub(crate) const MAX_MAX_ATTEMPTS: i32 = 1000;
+pub(crate) const MAX_CONCURRENCY: u32 = 1000;
 pub(crate) const MAX_QUEUE_LEN: usize = 64;
 pub(crate) const MAX_TASK_NAME_LEN: usize = 128;
 pub(crate) const MIN_LEASE_MILLIS: u64 = 1_000;

@@ -1,8 +1,9 @@
-//! `unique_key = "welcome:{user_id}"`: text with `{field}` placeholders and `{{`/`}}` escapes.
+//! `unique_key = "welcome:{user_id}"` and `concurrency_key = "{customer_id}"`: text with
+//! `{field}` placeholders and `{{`/`}}` escapes.
 
 use std::fmt;
 
-/// A parsed `unique_key` template.
+/// A parsed `unique_key` or `concurrency_key` template.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Template {
     segments: Vec<Segment>,
@@ -17,7 +18,7 @@ enum Segment {
     Field(String),
 }
 
-/// Why a `unique_key` template was rejected.
+/// Why a key template was rejected.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum TemplateError {
     /// `""`.
@@ -32,24 +33,30 @@ pub(crate) enum TemplateError {
     NotAFieldName(String),
 }
 
+impl TemplateError {
+    /// The message for the template of `key` (`unique_key`, `concurrency_key`).
+    pub(crate) fn describe(&self, key: &str) -> String {
+        match self {
+            Self::Empty => format!("{key} must not be empty"),
+            Self::Unclosed => {
+                format!("{key} has a `{{` with no closing `}}`; write `{{{{` for a literal `{{`")
+            }
+            Self::Unmatched => {
+                format!("{key} has a `}}` with no opening `{{`; write `}}}}` for a literal `}}`")
+            }
+            Self::EmptyPlaceholder => {
+                format!("{key} has an empty placeholder `{{}}`; name a field, as in `{{user_id}}`")
+            }
+            Self::NotAFieldName(text) => {
+                format!("{key} placeholder `{{{text}}}` must be a field name, as in `{{user_id}}`")
+            }
+        }
+    }
+}
+
 impl fmt::Display for TemplateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Empty => f.write_str("unique_key must not be empty"),
-            Self::Unclosed => f.write_str(
-                "unique_key has a `{` with no closing `}`; write `{{` for a literal `{`",
-            ),
-            Self::Unmatched => f.write_str(
-                "unique_key has a `}` with no opening `{`; write `}}` for a literal `}`",
-            ),
-            Self::EmptyPlaceholder => f.write_str(
-                "unique_key has an empty placeholder `{}`; name a field, as in `{user_id}`",
-            ),
-            Self::NotAFieldName(text) => write!(
-                f,
-                "unique_key placeholder `{{{text}}}` must be a field name, as in `{{user_id}}`"
-            ),
-        }
+        f.write_str(&self.describe("unique_key"))
     }
 }
 
@@ -197,6 +204,10 @@ mod tests {
         assert_eq!(
             TemplateError::Unclosed.to_string(),
             "unique_key has a `{` with no closing `}`; write `{{` for a literal `{`"
+        );
+        assert_eq!(
+            TemplateError::Unmatched.describe("concurrency_key"),
+            "concurrency_key has a `}` with no opening `{`; write `}}` for a literal `}`"
         );
     }
 }

@@ -1,5 +1,7 @@
 //! Checks every `#[task(...)]` value and turns the arguments into the settings to emit.
 
+use std::str::FromStr as _;
+
 use proc_macro2::Span;
 use syn::ext::IdentExt as _;
 use syn::{Ident, LitStr};
@@ -14,6 +16,7 @@ use crate::unique_key::Template;
 const PRIORITY_RANGE: std::ops::RangeInclusive<i128> =
     limits::MIN_PRIORITY as i128..=limits::MAX_PRIORITY as i128;
 const MAX_ATTEMPTS_RANGE: std::ops::RangeInclusive<i128> = 1..=limits::MAX_MAX_ATTEMPTS as i128;
+const CONCURRENCY_RANGE: std::ops::RangeInclusive<i128> = 1..=limits::MAX_CONCURRENCY as i128;
 
 /// The rules for queue names.
 const QUEUE: Label = Label {
@@ -38,9 +41,19 @@ pub(crate) struct Settings {
     pub(crate) timeout_millis: Option<u64>,
     pub(crate) lease_millis: Option<u64>,
     pub(crate) unique_key: Option<UniqueKey>,
+    pub(crate) cron: Option<Cron>,
+    /// `concurrency_key` with its `concurrency`: both or neither.
+    pub(crate) concurrency: Option<(UniqueKey, u32)>,
 }
 
-/// A `unique_key` whose placeholders all name fields.
+/// A `cron` that parses, with the time zone it is read in.
+pub(crate) struct Cron {
+    pub(crate) expression: String,
+    /// An IANA name, checked when the worker is built; `"UTC"` unless `time_zone` is given.
+    pub(crate) time_zone: String,
+}
+
+/// A `unique_key` or `concurrency_key` whose placeholders all name fields.
 pub(crate) struct UniqueKey {
     /// The `format!` string.
     pub(crate) format: String,
@@ -62,8 +75,13 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) -> Settings {
         timeout_millis: None,
         lease_millis: None,
         unique_key: None,
+        cron: None,
+        concurrency: None,
     };
+    let mut concurrency_key: Option<UniqueKey> = None;
+    let mut concurrency: Option<u32> = None;
     let mut named = false;
+    let mut time_zone: Option<(String, &Arg)> = None;
     for arg in &input.args {
         match arg.key {
             Key::Queue => settings.queue = arg.string(cx).and_then(|lit| label(cx, &QUEUE, &lit)),
@@ -75,7 +93,17 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) -> Settings {
                     ranged(cx, arg, MAX_ATTEMPTS_RANGE).map(|value| value as i32);
             }
             Key::UniqueKey => {
-                settings.unique_key = arg.string(cx).and_then(|lit| unique_key(cx, input, &lit));
+                settings.unique_key = arg
+                    .string(cx)
+                    .and_then(|lit| key_template(cx, input, "unique_key", &lit));
+            }
+            Key::ConcurrencyKey => {
+                concurrency_key = arg
+                    .string(cx)
+                    .and_then(|lit| key_template(cx, input, "concurrency_key", &lit));
+            }
+            Key::Concurrency => {
+                concurrency = ranged(cx, arg, CONCURRENCY_RANGE).map(|value| value as u32);
             }
             Key::Name => {
                 named = true;
@@ -85,8 +113,28 @@ pub(crate) fn check(cx: &Ctxt, input: &Input<'_>) -> Settings {
             }
             Key::Timeout => settings.timeout_millis = millis(cx, arg, duration::TIMEOUT),
             Key::Lease => settings.lease_millis = millis(cx, arg, duration::LEASE),
+            Key::Cron => settings.cron = arg.string(cx).and_then(|lit| cron(cx, &lit)),
+            Key::TimeZone => {
+                if let Some(lit) = arg.string(cx) {
+                    match zone_name(&lit.value()) {
+                        Ok(zone) => time_zone = Some((zone, arg)),
+                        Err(err) => cx.error_spanned_by(&lit, err),
+                    }
+                }
+            }
         }
     }
+    if let Some((zone, arg)) = time_zone {
+        match &mut settings.cron {
+            Some(cron) => cron.time_zone = zone,
+            None if input.args.iter().any(|arg| arg.key == Key::Cron) => {}
+            None => cx.error_spanned_by(
+                &arg.ident,
+                "time_zone is the time zone of a cron schedule; add `cron = \"...\"`",
+            ),
+        }
+    }
+    settings.concurrency = pair_concurrency(cx, input, concurrency_key, concurrency);
     if !named && let Err(err) = NAME.check(&settings.name) {
         cx.error_spanned_by(
             input.ident,
@@ -131,6 +179,39 @@ fn millis(cx: &Ctxt, arg: &Arg, limits: Limits) -> Option<u64> {
     }
 }
 
+/// A cron expression that parses: six fields with seconds, or five with second 0.
+fn cron(cx: &Ctxt, lit: &LitStr) -> Option<Cron> {
+    let expression = lit.value();
+    match croner::Cron::from_str(&expression) {
+        Ok(_) => Some(Cron {
+            expression,
+            time_zone: "UTC".into(),
+        }),
+        Err(err) => {
+            cx.error_spanned_by(
+                lit,
+                format_args!(
+                    "cron expression does not parse: {err}; expected `sec min hour \
+                     day-of-month month day-of-week`, e.g. \"0 */5 * * * *\""
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The shape of an IANA time zone name (`Europe/Paris`, `UTC`, `Etc/GMT+5`); whether the zone
+/// exists is checked when the worker is built.
+fn zone_name(value: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-' | '+');
+    if value.is_empty() || value.len() > 64 || !value.chars().all(allowed) {
+        return Err(
+            "time_zone must be an IANA time zone name such as \"Europe/Paris\" or \"UTC\"".into(),
+        );
+    }
+    Ok(value.to_owned())
+}
+
 fn label(cx: &Ctxt, rules: &Label, lit: &LitStr) -> Option<String> {
     let value = lit.value();
     match rules.check(&value) {
@@ -142,11 +223,46 @@ fn label(cx: &Ctxt, rules: &Label, lit: &LitStr) -> Option<String> {
     }
 }
 
-fn unique_key(cx: &Ctxt, input: &Input<'_>, lit: &LitStr) -> Option<UniqueKey> {
+/// `concurrency_key` and `concurrency` together, or an error on the one given alone. A key or a
+/// limit already reported as bad is not reported again as missing its partner.
+fn pair_concurrency(
+    cx: &Ctxt,
+    input: &Input<'_>,
+    key: Option<UniqueKey>,
+    limit: Option<u32>,
+) -> Option<(UniqueKey, u32)> {
+    let given = |wanted: Key| input.args.iter().find(|arg| arg.key == wanted);
+    match (key, limit) {
+        (Some(key), Some(limit)) => return Some((key, limit)),
+        (Some(_), None) if given(Key::Concurrency).is_none() => {
+            if let Some(arg) = given(Key::ConcurrencyKey) {
+                cx.error_spanned_by(
+                    &arg.ident,
+                    "concurrency_key needs a limit: add `concurrency = N` (1 to 1000), the most \
+                     held jobs per key",
+                );
+            }
+        }
+        (None, Some(_)) if given(Key::ConcurrencyKey).is_none() => {
+            if let Some(arg) = given(Key::Concurrency) {
+                cx.error_spanned_by(
+                    &arg.ident,
+                    "concurrency is a limit per concurrency key; add \
+                     `concurrency_key = \"{field}\"`",
+                );
+            }
+        }
+        _ => {}
+    }
+    None
+}
+
+/// A key template (`unique_key`, `concurrency_key`) whose placeholders all name fields.
+fn key_template(cx: &Ctxt, input: &Input<'_>, key: &str, lit: &LitStr) -> Option<UniqueKey> {
     let template = match Template::parse(&lit.value()) {
         Ok(template) => template,
         Err(err) => {
-            cx.error_spanned_by(lit, err);
+            cx.error_spanned_by(lit, err.describe(key));
             return None;
         }
     };
@@ -172,7 +288,7 @@ fn unique_key(cx: &Ctxt, input: &Input<'_>, lit: &LitStr) -> Option<UniqueKey> {
             };
             cx.error_spanned_by(
                 lit,
-                format_args!("unique_key refers to unknown field `{name}`; {listed}"),
+                format_args!("{key} refers to unknown field `{name}`; {listed}"),
             );
             return None;
         };
@@ -332,6 +448,75 @@ mod tests {
                 "lease must be at least 1s",
             ]
         );
+    }
+
+    #[test]
+    fn a_concurrency_key_and_its_limit_come_together() {
+        let input: DeriveInput = parse_quote! {
+            #[task(concurrency_key = "{customer_id}:{region}", concurrency = 1000)]
+            struct A { customer_id: i64, region: String }
+        };
+        let settings = check_input(&input).unwrap_or_else(|e| panic!("{e:?}"));
+        let (key, limit) = settings.concurrency.unwrap();
+        assert_eq!((key.format.as_str(), limit), ("{}:{}", 1000));
+        let cases: [(DeriveInput, &[&str]); 5] = [
+            (
+                parse_quote!(
+                    #[task(concurrency_key = "{id}")]
+                    struct A {
+                        id: i64,
+                    }
+                ),
+                &[
+                    "concurrency_key needs a limit: add `concurrency = N` (1 to 1000), the most \
+                   held jobs per key",
+                ],
+            ),
+            (
+                parse_quote!(
+                    #[task(concurrency = 2)]
+                    struct A {
+                        id: i64,
+                    }
+                ),
+                &[
+                    "concurrency is a limit per concurrency key; add `concurrency_key = \"{field}\"`",
+                ],
+            ),
+            (
+                parse_quote!(
+                    #[task(concurrency_key = "{id}", concurrency = 0)]
+                    struct A {
+                        id: i64,
+                    }
+                ),
+                &["concurrency must be between 1 and 1000"],
+            ),
+            (
+                parse_quote!(
+                    #[task(concurrency_key = "{idd}", concurrency = 1001)]
+                    struct A {
+                        id: i64,
+                    }
+                ),
+                &[
+                    "concurrency_key refers to unknown field `idd`; the fields are `id`",
+                    "concurrency must be between 1 and 1000",
+                ],
+            ),
+            (
+                parse_quote!(
+                    #[task(concurrency_key = "{}", concurrency = 1)]
+                    struct A {
+                        id: i64,
+                    }
+                ),
+                &["concurrency_key has an empty placeholder `{}`; name a field, as in `{user_id}`"],
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(check_input(&input).err().unwrap(), expected);
+        }
     }
 
     #[test]

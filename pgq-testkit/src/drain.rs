@@ -1,7 +1,13 @@
 //! [`drain`]: run every due job of a queue inline, through the real handlers; [`Drain`] with
 //! options.
 
+use std::fmt;
+use std::sync::Arc;
+
 use pgq_core::{Client, DrainedJob, WorkerBuilder};
+
+/// What a test adds to a draining worker: handler state, mostly.
+pub(crate) type Configure = Arc<dyn Fn(WorkerBuilder) -> WorkerBuilder + Send + Sync>;
 
 /// Runs every due job of `queue` through its handler, one at a time, until none is due, and
 /// returns what each attempt did. Jobs that retry at once run again within the same drain;
@@ -58,7 +64,7 @@ pub async fn drain_with(builder: WorkerBuilder) -> Vec<DrainedJob> {
 /// assert_eq!(drained.len(), 3);
 /// # }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct Drain {
     client: Client,
@@ -66,6 +72,18 @@ pub struct Drain {
     scheduled: bool,
     safety: bool,
     limit: usize,
+    configure: Option<Configure>,
+}
+
+impl fmt::Debug for Drain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Drain")
+            .field("queues", &self.queues)
+            .field("scheduled", &self.scheduled)
+            .field("safety", &self.safety)
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drain {
@@ -77,7 +95,34 @@ impl Drain {
             scheduled: false,
             safety: true,
             limit: pgq_core::limits::DRAIN_LIMIT,
+            configure: None,
         }
+    }
+
+    /// Configures the draining worker beyond its queues: the state its handlers read with
+    /// `ctx.state::<S>()`, mostly.
+    ///
+    /// ```no_run
+    /// # #[derive(Clone)] struct Mailer;
+    /// # async fn example(db: pgq_testkit::TestDatabase) {
+    /// let drained = pgq_testkit::Drain::new(&db.client())
+    ///     .queue("email")
+    ///     .worker(|builder| builder.state(Mailer))
+    ///     .run()
+    ///     .await;
+    /// # }
+    /// ```
+    pub fn worker(
+        mut self,
+        configure: impl Fn(WorkerBuilder) -> WorkerBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.configure = Some(Arc::new(configure));
+        self
+    }
+
+    pub(crate) fn configured(mut self, configure: Option<Configure>) -> Self {
+        self.configure = configure;
+        self
     }
 
     /// Drains this queue too.
@@ -120,10 +165,13 @@ impl Drain {
                     .await
                     .unwrap_or_else(|err| panic!("cannot make scheduled jobs due: {err}"));
             }
-            let builder = self.queues.iter().fold(
+            let mut builder = self.queues.iter().fold(
                 pgq_core::Worker::builder(self.client.clone()),
                 |builder, queue| builder.queue(queue, 1),
             );
+            if let Some(configure) = &self.configure {
+                builder = configure(builder);
+            }
             let round = builder
                 .build()
                 .unwrap_or_else(|err| panic!("cannot build the draining worker: {err}"))

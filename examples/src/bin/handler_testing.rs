@@ -161,6 +161,26 @@ mod tests {
         assert_enqueued_with::<ReviewCharge>(db.pool(), done.count(1), |r| r.invoice_id == 7).await;
     }
 
+    /// The inline mode: the enqueue runs the charge at once, and the review it enqueues with
+    /// it; `#[pgq_testkit::test]` hands the test a migrated database of its own.
+    #[pgq_testkit::test]
+    async fn inline_a_large_charge_is_reviewed_at_the_enqueue(db: pgq_testkit::TestDatabase) {
+        use pgq_testkit::{Expect, Inline, assert_enqueued_with};
+
+        let client = Inline::new()
+            .worker(|builder| builder.state(billing()))
+            .client(&db.client());
+        let charge = ChargeInvoice {
+            invoice_id: 8,
+            cents: 250_000,
+        };
+        let id = client.enqueue(charge).await.unwrap().id();
+        let job = client.job(id).await.unwrap().unwrap();
+        assert_eq!(job.status, pgq_core::JobStatus::Completed);
+        let done = Expect::default().status(pgq_core::JobStatus::Completed);
+        assert_enqueued_with::<ReviewCharge>(db.pool(), done.count(1), |r| r.invoice_id == 8).await;
+    }
+
     #[tokio::test]
     async fn an_invalid_amount_fails_without_retrying() {
         let ctx = TestContext::new().attempt(2).state(billing());

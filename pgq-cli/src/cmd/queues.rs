@@ -1,4 +1,4 @@
-//! `pgq queues`: list them; pause or resume one.
+//! `pgq queues`: list them; pause, resume, limit or rate-limit one.
 
 use std::process::ExitCode;
 
@@ -20,6 +20,33 @@ pub(crate) async fn run(global: &Global, command: &QueuesCommand) -> Outcome {
         QueuesCommand::Resume { name } => {
             client.resume_queue(name).await?;
             (name, false)
+        }
+        QueuesCommand::Limit { name, limit } => {
+            client.set_queue_limit(name, limit.0).await?;
+            if global.json {
+                output::json(&json!({ "queue": name, "limit": limit.0 }))?;
+            } else if let Some(limit) = limit.0 {
+                output::line(&format!(
+                    "queue {name}: at most {limit} jobs at once across all workers, within a second"
+                ))?;
+            } else {
+                output::line(&format!("queue {name}: no concurrency limit"))?;
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        QueuesCommand::Rate { name, rate } => {
+            client.set_queue_rate(name, rate.0).await?;
+            if global.json {
+                let rate = rate.0.map(|rate| rate.to_string());
+                output::json(&json!({ "queue": name, "rate": rate }))?;
+            } else if let Some(rate) = rate.0 {
+                output::line(&format!(
+                    "queue {name}: at most {rate} job starts across all workers, within a second"
+                ))?;
+            } else {
+                output::line(&format!("queue {name}: no rate limit"))?;
+            }
+            return Ok(ExitCode::SUCCESS);
         }
     };
     if global.json {
@@ -44,6 +71,8 @@ async fn list(global: &Global, client: &pgq_core::Client) -> Outcome {
                     "name": q.name,
                     "paused_at": q.paused_at,
                     "workers": q.workers,
+                    "limit": q.limit,
+                    "rate": q.rate.map(|rate| rate.to_string()),
                     "due": q.stats.due,
                     "scheduled": q.stats.scheduled,
                     "running": q.stats.running + q.stats.claimed,
@@ -63,6 +92,8 @@ async fn list(global: &Global, client: &pgq_core::Client) -> Outcome {
                     |at| format!("paused {}", output::time(at)),
                 ),
                 q.workers.to_string(),
+                q.limit
+                    .map_or_else(|| "-".into(), |limit| limit.to_string()),
                 q.stats.due.to_string(),
                 q.stats.scheduled.to_string(),
                 (q.stats.running + q.stats.claimed).to_string(),
@@ -70,7 +101,15 @@ async fn list(global: &Global, client: &pgq_core::Client) -> Outcome {
         })
         .collect();
     output::table(
-        &["queue", "state", "workers", "due", "scheduled", "held"],
+        &[
+            "queue",
+            "state",
+            "workers",
+            "limit",
+            "due",
+            "scheduled",
+            "held",
+        ],
         &rows,
     )?;
     Ok(ExitCode::SUCCESS)

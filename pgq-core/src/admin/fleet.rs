@@ -3,10 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 
 use crate::client::Client;
 use crate::error::Result;
+use crate::rate_limit::RateLimit;
 use crate::stats::QueueStats;
 use crate::store;
 
@@ -31,11 +34,15 @@ pub struct QueueInfo {
     pub stats: QueueStats,
     /// How many live workers serve it.
     pub workers: u32,
+    /// Its cluster-wide concurrency limit ([`Client::set_queue_limit`]), if it has one.
+    pub limit: Option<u32>,
+    /// Its cluster-wide rate limit ([`Client::set_queue_rate`]), if it has one.
+    pub rate: Option<RateLimit>,
 }
 
 impl Client {
     /// Every queue that has active jobs, jobs finished within the stats window, a live worker,
-    /// or a pause; by name. It reads what [`stats`](Self::stats),
+    /// a pause, a concurrency limit or a rate limit; by name. It reads what [`stats`](Self::stats),
     /// [`workers`](Self::workers) and the paused queues read: never the whole history.
     ///
     /// ```no_run
@@ -53,6 +60,13 @@ impl Client {
         for (name, paused_at) in store::queues::paused(self.store()).await? {
             info(&mut queues, &name).paused_at = Some(paused_at);
         }
+        for limits in store::queues::limited(self.store()).await? {
+            let queue = info(&mut queues, &limits.name);
+            queue.limit = limits.concurrency;
+            queue.rate = limits.rate.and_then(|(jobs, period_ms)| {
+                RateLimit::new(jobs, Duration::from_millis(u64::try_from(period_ms).ok()?))
+            });
+        }
         for worker in self.workers().await? {
             for name in worker.queues.keys() {
                 info(&mut queues, name).workers += 1;
@@ -69,5 +83,7 @@ fn info<'a>(queues: &'a mut BTreeMap<String, QueueInfo>, name: &str) -> &'a mut 
         paused_at: None,
         stats: QueueStats::idle(name.to_owned()),
         workers: 0,
+        limit: None,
+        rate: None,
     })
 }

@@ -1,7 +1,12 @@
 //! The cleaner: deletes finished jobs past their retention, in bounded batches, one process at a
 //! time (an advisory lock), so the table does not grow forever.
+//!
+//! A worker's cleaner deletes one batch a step and, while batches come back full, waits as long
+//! as the last one took before the next: a backlog of a busy hour is spread over the following
+//! minutes at no more than half of one connection's time, instead of one burst that the claims
+//! beside it queue behind. Once a batch comes back short, it waits its interval.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::defaults;
 use crate::error::Result;
@@ -52,25 +57,55 @@ pub(crate) async fn clean(store: &Store, retention: Retention) -> Result<Option<
         .await
 }
 
-/// The cleaner as a periodic service.
+/// The cleaner as a periodic service, a batch a step.
 #[derive(Debug)]
 pub(crate) struct Cleaner {
-    pub(crate) store: Store,
-    pub(crate) config: CleanerConfig,
+    store: Store,
+    config: CleanerConfig,
+    /// While batches come back full: how long the last one took, the pause before the next.
+    backlog: Option<Duration>,
+    /// Deleted since the pass began, logged when it ends.
+    deleted: u64,
+}
+
+impl Cleaner {
+    pub(crate) fn new(store: Store, config: CleanerConfig) -> Self {
+        Self {
+            store,
+            config,
+            backlog: None,
+            deleted: 0,
+        }
+    }
 }
 
 impl Service for Cleaner {
     const NAME: &'static str = "cleaner";
 
     fn interval(&self) -> Duration {
-        self.config.interval
+        self.backlog.unwrap_or(self.config.interval)
     }
 
     async fn run_once(&mut self) -> Result<()> {
-        if let Some(deleted) = clean(&self.store, self.config.retention).await?
-            && deleted > 0
-        {
-            tracing::info!(deleted, "deleted old finished jobs");
+        let retention = self.config.retention;
+        let began = Instant::now();
+        // A failed step ends the pass: the next starts after the interval.
+        self.backlog = None;
+        let deleted = store::maintenance::delete_finished_batch(
+            &self.store,
+            retention.completed,
+            retention.failed,
+            CLEAN_BATCH,
+        )
+        .await?;
+        // `None`: another process is cleaning; this pass ends.
+        let deleted = deleted.unwrap_or(0);
+        self.deleted += deleted;
+        if deleted == CLEAN_BATCH as u64 {
+            self.backlog = Some(began.elapsed().min(self.config.interval));
+        } else if self.deleted > 0 {
+            tracing::info!(deleted = self.deleted, "deleted old finished jobs");
+            self.deleted = 0;
         }
         Ok(())
     }

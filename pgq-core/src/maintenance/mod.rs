@@ -3,6 +3,7 @@
 
 pub(crate) mod cleaner;
 pub(crate) mod rescuer;
+pub(crate) mod scheduler;
 
 use std::time::Duration;
 

@@ -6,6 +6,7 @@ use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
 use sqlx::{PgConnection, Postgres, Row};
 
+use crate::enqueue::{PreparedBatch, PreparedTask};
 use crate::enqueued::{Enqueued, JobTemplate};
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
@@ -77,6 +78,34 @@ const REPLACE_ONE_META: &str = insert_one_with_meta!(
      WHERE pgq.jobs.status = 'pending'"
 );
 
+/// [`insert_one`] for a job with a concurrency key: its key and limit ($11, $12) and its metadata,
+/// maybe NULL, so that plain jobs keep their statements.
+macro_rules! insert_one_with_concurrency {
+    ($on_conflict:literal) => {
+        insert_one!(
+            ", meta, concurrency_key, concurrency_limit",
+            ", $10::jsonb, $11, $12",
+            $on_conflict
+        )
+    };
+}
+
+const INSERT_ONE_CONCURRENCY: &str = insert_one_with_concurrency!("");
+
+const INSERT_ONE_UNIQUE_CONCURRENCY: &str = insert_one_with_concurrency!(
+    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2 DO NOTHING"
+);
+
+/// A replace keeps the pending job's metadata when the new one has none, as [`REPLACE_ONE`]
+/// does.
+const REPLACE_ONE_CONCURRENCY: &str = insert_one_with_concurrency!(
+    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2
+     DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority,
+                   run_at = EXCLUDED.run_at, meta = coalesce(EXCLUDED.meta, pgq.jobs.meta),
+                   updated_at = now()
+     WHERE pgq.jobs.status = 'pending'"
+);
+
 const FIND_ACTIVE: &str = "SELECT id FROM pgq.jobs
     WHERE task = $1 AND unique_key = $2 AND phase < 2";
 
@@ -86,18 +115,28 @@ pub(crate) async fn insert_one(
     store: &Store,
     conn: &mut PgConnection,
     job: &JobTemplate<'_>,
-    payload: &str,
-    unique_key: Option<&str>,
+    task: &PreparedTask,
     replace: bool,
     notify: bool,
 ) -> Result<Enqueued> {
-    let sql = match (unique_key, replace, job.meta.is_some()) {
-        (None, _, false) => INSERT_ONE,
-        (Some(_), false, false) => INSERT_ONE_UNIQUE,
-        (Some(_), true, false) => REPLACE_ONE,
-        (None, _, true) => INSERT_ONE_META,
-        (Some(_), false, true) => INSERT_ONE_UNIQUE_META,
-        (Some(_), true, true) => REPLACE_ONE_META,
+    let payload = task.payload.as_str();
+    let unique_key = task.unique_key.as_deref();
+    let concurrency = task.concurrency.as_ref();
+    let sql = match (
+        unique_key,
+        replace,
+        job.meta.is_some(),
+        concurrency.is_some(),
+    ) {
+        (None, _, _, true) => INSERT_ONE_CONCURRENCY,
+        (Some(_), false, _, true) => INSERT_ONE_UNIQUE_CONCURRENCY,
+        (Some(_), true, _, true) => REPLACE_ONE_CONCURRENCY,
+        (None, _, false, false) => INSERT_ONE,
+        (Some(_), false, false, false) => INSERT_ONE_UNIQUE,
+        (Some(_), true, false, false) => REPLACE_ONE,
+        (None, _, true, false) => INSERT_ONE_META,
+        (Some(_), false, true, false) => INSERT_ONE_UNIQUE_META,
+        (Some(_), true, true, false) => REPLACE_ONE_META,
     };
     for _ in 0..CONFLICT_ROUNDS {
         let query = sqlx::query(store.sql(sql))
@@ -111,9 +150,13 @@ pub(crate) async fn insert_one(
             .bind(job.run_at)
             .bind(job.delay_ms)
             .bind(notify);
-        let query = match &job.meta {
-            Some(meta) => query.bind(meta.as_str()),
-            None => query,
+        let query = match (&job.meta, concurrency) {
+            (meta, Some(concurrency)) => query
+                .bind(meta.as_deref())
+                .bind(concurrency.key.as_str())
+                .bind(concurrency.limit),
+            (Some(meta), None) => query.bind(meta.as_str()),
+            (None, None) => query,
         };
         let row = query.fetch_optional(&mut *conn).await?;
         if let Some(row) = row {
@@ -197,6 +240,21 @@ const INSERT_MANY: &str = with_batch_job!(
     )"
 );
 
+/// [`INSERT_MANY`] for a task with a concurrency key: each row's key ($9) with the task's limit
+/// ($10).
+const INSERT_MANY_CONCURRENCY: &str = with_batch_job!(
+    "
+    inserted AS (
+        INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, run_at, status, attempts,
+                              errors, progress, events_count, meta, payload, concurrency_key,
+                              concurrency_limit)
+        SELECT nextval('pgq.jobs_id_seq'), job.*, t.payload::jsonb, t.concurrency_key,
+               CASE WHEN t.concurrency_key IS NOT NULL THEN $10::int END
+        FROM job, ROWS FROM (unnest($8::text[]), unnest($9::text[])) AS t(payload, concurrency_key)
+        RETURNING id, run_at <= clock_timestamp() AS due
+    )"
+);
+
 /// Ids for a batch with unique keys, drawn up front to tell which rows were inserted.
 const DRAW_IDS: &str = "SELECT nextval('pgq.jobs_id_seq') FROM generate_series(1, $1)";
 
@@ -210,6 +268,27 @@ const INSERT_MANY_KEYED: &str = with_batch_job!(
         FROM job,
              ROWS FROM (unnest($8::bigint[]), unnest($9::text[]), unnest($10::text[]))
                  AS t(id, payload, unique_key)
+        ON CONFLICT (task, unique_key)
+            WHERE unique_key IS NOT NULL AND phase < 2
+            DO NOTHING
+        RETURNING id, run_at <= clock_timestamp() AS due
+    )"
+);
+
+/// [`INSERT_MANY_KEYED`] for a task with a concurrency key: each row's key ($11) with the
+/// task's limit ($12).
+const INSERT_MANY_KEYED_CONCURRENCY: &str = with_batch_job!(
+    "
+    inserted AS (
+        INSERT INTO pgq.jobs (id, task, queue, priority, max_attempts, run_at, status, attempts,
+                              errors, progress, events_count, meta, payload, unique_key,
+                              concurrency_key, concurrency_limit)
+        SELECT t.id, job.*, t.payload::jsonb, t.unique_key, t.concurrency_key,
+               CASE WHEN t.concurrency_key IS NOT NULL THEN $12::int END
+        FROM job,
+             ROWS FROM (unnest($8::bigint[]), unnest($9::text[]), unnest($10::text[]),
+                        unnest($11::text[]))
+                 AS t(id, payload, unique_key, concurrency_key)
         ON CONFLICT (task, unique_key)
             WHERE unique_key IS NOT NULL AND phase < 2
             DO NOTHING
@@ -241,17 +320,37 @@ pub(crate) async fn insert_many(
     store: &Store,
     conn: &mut PgConnection,
     job: &JobTemplate<'_>,
-    payloads: &[String],
-    unique_keys: &[Option<String>],
+    batch: &PreparedBatch,
 ) -> Result<Vec<Enqueued>> {
+    let PreparedBatch {
+        payloads,
+        unique_keys,
+        concurrency,
+    } = batch;
+    // Every task of a batch has one type, so one limit; plain tasks keep their statements.
+    let limit = concurrency.iter().flatten().map(|c| c.limit).next();
+    let concurrency_keys = || {
+        concurrency
+            .iter()
+            .map(|c| c.as_ref().map(|c| c.key.as_str()))
+            .collect::<Vec<_>>()
+    };
     if unique_keys.iter().all(Option::is_none) {
-        let mut ids: Vec<i64> = bind_batch_job(
-            sqlx::query_scalar(store.sql(INSERT_MANY)).persistent(store.prepared()),
+        let statement = if limit.is_some() {
+            INSERT_MANY_CONCURRENCY
+        } else {
+            INSERT_MANY
+        };
+        let query = bind_batch_job(
+            sqlx::query_scalar(store.sql(statement)).persistent(store.prepared()),
             job,
         )
-        .bind(payloads)
-        .fetch_one(&mut *conn)
-        .await?;
+        .bind(payloads);
+        let query = match limit {
+            Some(limit) => query.bind(concurrency_keys()).bind(limit),
+            None => query,
+        };
+        let mut ids: Vec<i64> = query.fetch_one(&mut *conn).await?;
         ids.sort_unstable();
         return Ok(ids
             .into_iter()
@@ -288,9 +387,13 @@ pub(crate) async fn insert_many(
             .bind(rows.len() as i64)
             .fetch_all(&mut *conn)
             .await?;
-        let inserted: HashSet<i64> = bind_batch_job(
-            sqlx::query_scalar::<_, Vec<i64>>(store.sql(INSERT_MANY_KEYED))
-                .persistent(store.prepared()),
+        let statement = if limit.is_some() {
+            INSERT_MANY_KEYED_CONCURRENCY
+        } else {
+            INSERT_MANY_KEYED
+        };
+        let query = bind_batch_job(
+            sqlx::query_scalar::<_, Vec<i64>>(store.sql(statement)).persistent(store.prepared()),
             job,
         )
         .bind(&ids)
@@ -303,11 +406,18 @@ pub(crate) async fn insert_many(
             rows.iter()
                 .map(|&i| unique_keys[i].as_deref())
                 .collect::<Vec<_>>(),
-        )
-        .fetch_one(&mut *conn)
-        .await?
-        .into_iter()
-        .collect();
+        );
+        let query = match limit {
+            Some(limit) => query
+                .bind(
+                    rows.iter()
+                        .map(|&i| concurrency[i].as_ref().map(|c| c.key.as_str()))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(limit),
+            None => query,
+        };
+        let inserted: HashSet<i64> = query.fetch_one(&mut *conn).await?.into_iter().collect();
         let mut skipped = Vec::new();
         for (&index, &id) in rows.iter().zip(&ids) {
             if inserted.contains(&id) {
@@ -386,6 +496,11 @@ mod tests {
             super::INSERT_MANY,
             super::DRAW_IDS,
             super::INSERT_MANY_KEYED,
+            super::INSERT_ONE_CONCURRENCY,
+            super::INSERT_ONE_UNIQUE_CONCURRENCY,
+            super::REPLACE_ONE_CONCURRENCY,
+            super::INSERT_MANY_CONCURRENCY,
+            super::INSERT_MANY_KEYED_CONCURRENCY,
             super::FIND_ACTIVE_MANY,
             super::NOTIFY,
         ]);

@@ -40,27 +40,38 @@ pub(crate) async fn delete_finished(
     failed: Duration,
     batch: i64,
 ) -> Result<Option<u64>> {
-    let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     let mut total = 0;
     loop {
-        let (held, deleted): (bool, i64) = run!(store, |conn| async {
-            Ok(sqlx::query_as(store.sql(DELETE_FINISHED))
-                .persistent(store.prepared())
-                .bind(millis(completed))
-                .bind(millis(failed))
-                .bind(batch)
-                .bind(store.lock_key(CLEAN_LOCK))
-                .fetch_one(&mut *conn)
-                .await?)
-        })?;
-        if !held {
+        let Some(deleted) = delete_finished_batch(store, completed, failed, batch).await? else {
             return Ok((total > 0).then_some(total));
-        }
-        total += u64::try_from(deleted).unwrap_or(0);
-        if deleted < batch {
+        };
+        total += deleted;
+        if deleted < batch as u64 {
             return Ok(Some(total));
         }
     }
+}
+
+/// One statement of [`delete_finished`]: at most `batch` rows, or `None` when another process
+/// is cleaning.
+pub(crate) async fn delete_finished_batch(
+    store: &Store,
+    completed: Duration,
+    failed: Duration,
+    batch: i64,
+) -> Result<Option<u64>> {
+    let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let (held, deleted): (bool, i64) = run!(store, |conn| async {
+        Ok(sqlx::query_as(store.sql(DELETE_FINISHED))
+            .persistent(store.prepared())
+            .bind(millis(completed))
+            .bind(millis(failed))
+            .bind(batch)
+            .bind(store.lock_key(CLEAN_LOCK))
+            .fetch_one(&mut *conn)
+            .await?)
+    })?;
+    Ok(held.then(|| u64::try_from(deleted).unwrap_or(0)))
 }
 
 /// Pending jobs from the claim index (its columns are all it needs), held jobs (few), and the

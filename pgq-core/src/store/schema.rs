@@ -68,6 +68,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0008_worker_heartbeats.sql",
         sql: include_str!("../../migrations/0008_worker_heartbeats.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_scheduling.sql",
+        sql: include_str!("../../migrations/0009_scheduling.sql"),
+    },
 ];
 
 /// The transaction-scoped advisory lock taken while migrating ("pgq_migr" in ASCII).

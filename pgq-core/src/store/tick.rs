@@ -31,10 +31,42 @@ WITH commit_mode AS MATERIALIZED (
     };
 }
 
-/// The statement after its completions: starts, the claim, and what comes back.
+/// The statement after its completions: starts, the claim, and what comes back. A queue with a
+/// concurrency limit gets the `limited` form: the room its limit leaves bounds the claim, and
+/// comes back as a row of its own.
 macro_rules! tick_tail {
     () => {
-        "
+        tick_tail!("", "", "$8", "", "")
+    };
+    (limited) => {
+        tick_tail!(
+            room!(),
+            "",
+            "least($8, (SELECT room FROM room))",
+            "",
+            room_rows!("")
+        )
+    };
+    (keyed) => {
+        tick_tail!(
+            room!(),
+            "
+keyed AS MATERIALIZED (
+    SELECT k.id, k.held_back
+    FROM pgq.claimable_keyed($6, $1::bigint[], $3, least($8, coalesce((SELECT room FROM room), $8)),
+                             $7) AS k
+),",
+            "least($8, coalesce((SELECT room FROM room), $8))",
+            "
+      AND id = ANY (ARRAY(SELECT id FROM keyed))",
+            room_rows!(keyed)
+        )
+    };
+    ($room:expr, $keyed:literal, $limit:literal, $filter:literal, $room_row:expr) => {
+        concat!(
+            $room,
+            $keyed,
+            "
 started AS (
     UPDATE pgq.jobs AS job
     SET status = 'running', started_at = now(), updated_at = now()
@@ -45,9 +77,13 @@ started AS (
 ),
 next AS (
     SELECT id FROM pgq.jobs
-    WHERE phase = 0 AND queue = $6 AND run_at <= now() AND task = ANY($7)
+    WHERE phase = 0 AND queue = $6 AND run_at <= now() AND task = ANY($7)",
+            $filter,
+            "
     ORDER BY priority DESC, run_at, id
-    LIMIT $8
+    LIMIT ",
+            $limit,
+            "
     FOR UPDATE SKIP LOCKED
 ),
 ranked AS (
@@ -77,15 +113,54 @@ UNION ALL
 SELECT 'claimed', id, task, queue, payload, attempts, unique_key, run_at, meta::text, rank, running
 FROM claimed
 UNION ALL
-SELECT 'commit', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM commit_mode"
+SELECT 'commit', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM commit_mode",
+            $room_row
+        )
     };
 }
 
-/// Completed jobs are kept: `completed`, until the cleaner deletes them. A job still `claimed`
-/// gets its start (its claim time: it waited for a slot at most a round trip) with it.
-const TICK: &str = concat!(
-    tick_head!(),
-    "
+/// The room a queue's limits leave (`pgq.claimable`, migration 0009), evaluated first.
+macro_rules! room {
+    () => {
+        "
+room AS MATERIALIZED (
+    SELECT c.room, c.wait_ms FROM pgq.claimable($6, $1::bigint[], $3, $8, $7) AS c
+),"
+    };
+}
+
+/// The rows that report the room: `room` (-1 for no limit), and `wait` until the next token.
+/// With keyed tasks, a claim that keys' limits held back reports the jobs it picked as its room.
+macro_rules! room_rows {
+    ("") => {
+        room_rows!("coalesce(room, -1)")
+    };
+    (keyed) => {
+        room_rows!(
+            "CASE WHEN EXISTS (SELECT 1 FROM keyed WHERE held_back)
+     THEN (SELECT count(id) FROM keyed) ELSE coalesce(room, -1) END"
+        )
+    };
+    ($room:literal) => {
+        concat!(
+            "
+UNION ALL
+SELECT 'room', ",
+            $room,
+            ", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM room
+UNION ALL
+SELECT 'wait', wait_ms, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM room WHERE wait_ms IS NOT NULL"
+        )
+    };
+}
+
+/// The completions of [`TICK`]: completed jobs are kept, `completed`, until the cleaner deletes
+/// them. A job still `claimed` gets its start (its claim time: it waited for a slot at most a
+/// round trip) with it.
+macro_rules! keeping {
+    () => {
+        "
 completed AS (
     UPDATE pgq.jobs AS job
     SET status = 'completed', phase = 2, progress = 100, completed_at = now(),
@@ -96,23 +171,52 @@ completed AS (
     WHERE job.id = done.id AND job.attempts = done.attempt AND job.worker_id = $3
       AND (job.status = 'claimed' OR job.status = 'running')
     RETURNING job.id
-),",
-    tick_tail!()
-);
+),"
+    };
+}
 
-/// Completed jobs are deleted by the statement that completes them (a retention of zero).
-const TICK_DELETING: &str = concat!(
-    tick_head!(),
-    "
+/// The completions of [`TICK_DELETING`]: completed jobs are deleted by the statement that
+/// completes them (a retention of zero).
+macro_rules! deleting {
+    () => {
+        "
 completed AS (
     DELETE FROM pgq.jobs AS job
     USING ROWS FROM (unnest($1::bigint[]), unnest($2::int[])) AS done(id, attempt)
     WHERE job.id = done.id AND job.attempts = done.attempt AND job.worker_id = $3
       AND (job.status = 'claimed' OR job.status = 'running')
     RETURNING job.id
-),",
-    tick_tail!()
-);
+),"
+    };
+}
+
+/// Completed jobs are kept.
+const TICK: &str = concat!(tick_head!(), keeping!(), tick_tail!());
+
+/// Completed jobs are deleted.
+const TICK_DELETING: &str = concat!(tick_head!(), deleting!(), tick_tail!());
+
+/// [`TICK`] for a queue with a concurrency limit. `pgq.claimable` (migration 0009) locks the
+/// queue's row until the statement's transaction ends, so that the claimers of the queue take
+/// turns, and counts the jobs held across all workers in a query of its own. Under READ
+/// COMMITTED a statement's snapshot is taken when it starts: a count written in this statement
+/// would read the snapshot from before the lock wait, and two claimers could both see room for
+/// the last slot; a volatile plpgsql function's queries each take a fresh snapshot, so the count
+/// sees every claim committed before the lock was granted. The claim itself is safe with the
+/// old snapshot: `FOR UPDATE` rechecks each row's latest version and skips those claimed since.
+const TICK_LIMITED: &str = concat!(tick_head!(), keeping!(), tick_tail!(limited));
+
+/// [`TICK_DELETING`] for a queue with a concurrency limit.
+const TICK_DELETING_LIMITED: &str = concat!(tick_head!(), deleting!(), tick_tail!(limited));
+
+/// [`TICK`] for a worker whose tasks include one with a concurrency key. After
+/// `pgq.claimable` (the queue's own limits), `pgq.claimable_keyed` (migration 0009) locks the
+/// queue's row and picks, in a snapshot taken after the lock, the jobs each key's limit leaves
+/// room for; the claim locks those that are still pending, as [`TICK_LIMITED`] does.
+const TICK_KEYED: &str = concat!(tick_head!(), keeping!(), tick_tail!(keyed));
+
+/// [`TICK_DELETING`] for a worker with keyed tasks.
+const TICK_DELETING_KEYED: &str = concat!(tick_head!(), deleting!(), tick_tail!(keyed));
 
 /// A job this worker claimed.
 #[derive(Debug)]
@@ -159,6 +263,12 @@ pub(crate) struct TickRequest<'a> {
     pub(crate) durable: bool,
     /// Whether completed jobs are deleted rather than kept.
     pub(crate) delete_completed: bool,
+    /// Whether the queue has a concurrency limit: the claim takes no more than the room it
+    /// leaves across all workers.
+    pub(crate) limited: bool,
+    /// Whether the worker runs a task with a concurrency key: the claim takes no more of each
+    /// key than its limit leaves across all workers.
+    pub(crate) keyed: bool,
 }
 
 /// What one tick did.
@@ -170,6 +280,11 @@ pub(crate) struct TickResult {
     pub(crate) started: Vec<JobId>,
     /// Newly claimed jobs, in claim order.
     pub(crate) claimed: Vec<ClaimedJob>,
+    /// The queue's concurrency or rate limit, or a concurrency key's limit, allowed fewer jobs than
+    /// the claim asked for.
+    pub(crate) limit_reached: bool,
+    /// The queue's rate limit ran out of tokens: the next is due after this long.
+    pub(crate) next_token: Option<std::time::Duration>,
 }
 
 pub(crate) async fn tick(
@@ -177,10 +292,13 @@ pub(crate) async fn tick(
     conn: &mut PgConnection,
     request: &TickRequest<'_>,
 ) -> Result<TickResult> {
-    let statement = if request.delete_completed {
-        TICK_DELETING
-    } else {
-        TICK
+    let statement = match (request.delete_completed, request.limited, request.keyed) {
+        (false, _, true) => TICK_KEYED,
+        (true, _, true) => TICK_DELETING_KEYED,
+        (false, false, false) => TICK,
+        (true, false, false) => TICK_DELETING,
+        (false, true, false) => TICK_LIMITED,
+        (true, true, false) => TICK_DELETING_LIMITED,
     };
     let durable = request.durable && !request.complete.is_empty();
     let rows = sqlx::query(store.sql(statement))
@@ -218,6 +336,15 @@ pub(crate) async fn tick(
             "completed" => result.completed.push(id),
             "started" => result.started.push(id),
             "commit" => {}
+            // What the queue's limit left: -1 when it has none (any more).
+            "room" => {
+                let room = usize::try_from(id.get()).unwrap_or(usize::MAX);
+                result.limit_reached = room < request.claim;
+            }
+            "wait" => {
+                let millis = u64::try_from(id.get()).unwrap_or(0);
+                result.next_token = Some(std::time::Duration::from_millis(millis));
+            }
             _ => {
                 let Json(payload) = row.try_get::<Json<Box<RawValue>>, _>("payload")?;
                 let order: i64 = row.try_get("rank")?;
@@ -248,6 +375,29 @@ pub(crate) async fn tick(
 mod tests {
     #[test]
     fn every_statement_renders() {
-        crate::store::sql::assert_renders(&[super::TICK, super::TICK_DELETING]);
+        crate::store::sql::assert_renders(&[
+            super::TICK,
+            super::TICK_DELETING,
+            super::TICK_LIMITED,
+            super::TICK_DELETING_LIMITED,
+            super::TICK_KEYED,
+            super::TICK_DELETING_KEYED,
+        ]);
+    }
+
+    #[test]
+    fn the_plain_claim_does_not_change_for_keys() {
+        assert!(!super::TICK.contains("keyed") && !super::TICK.contains("room"));
+        assert!(super::TICK_KEYED.contains("claimable_keyed("));
+        assert!(super::TICK_KEYED.contains("AND id = ANY (ARRAY(SELECT id FROM keyed))"));
+    }
+
+    #[test]
+    fn the_limit_function_is_called_in_its_schema() {
+        let rendered = crate::store::sql::render(super::TICK_LIMITED, "jobs2");
+        assert!(
+            rendered.contains("FROM \"jobs2\".claimable($6, "),
+            "{rendered}"
+        );
     }
 }

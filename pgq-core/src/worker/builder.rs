@@ -9,6 +9,8 @@ use crate::error::{Error, Result};
 use crate::limits;
 use crate::maintenance::cleaner::{CleanerConfig, Retention};
 use crate::maintenance::rescuer::RescuerConfig;
+use crate::maintenance::scheduler::SchedulerConfig;
+use crate::periodic::{self, Periodic, Unchecked};
 use crate::queue::{self, QueueMismatch};
 use crate::registry::Registry;
 use crate::state::StateMap;
@@ -45,6 +47,9 @@ pub struct WorkerBuilder {
     durable_completions: bool,
     dispatch_connections: u32,
     upkeep_connections: u32,
+    /// Schedules given to [`periodic`](Self::periodic), checked by `build()`.
+    pub(in crate::worker) schedules: Vec<Unchecked>,
+    pub(in crate::worker) leader_lease: Duration,
 }
 
 /// A worker's settings after `build()` checked them.
@@ -62,6 +67,9 @@ pub(crate) struct WorkerConfig {
     pub(crate) durable_completions: bool,
     pub(crate) dispatch_connections: u32,
     pub(crate) upkeep_connections: u32,
+    /// The periodic schedules this worker runs when it leads them; none: it takes no part.
+    pub(crate) schedules: Vec<Periodic>,
+    pub(crate) scheduler: SchedulerConfig,
 }
 
 impl WorkerBuilder {
@@ -82,6 +90,8 @@ impl WorkerBuilder {
             durable_completions: true,
             dispatch_connections: defaults::DISPATCH_CONNECTIONS,
             upkeep_connections: defaults::UPKEEP_CONNECTIONS,
+            schedules: Vec::new(),
+            leader_lease: defaults::LEADER_LEASE,
         }
     }
 
@@ -364,12 +374,12 @@ impl WorkerBuilder {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn build(self) -> Result<Worker> {
+    pub fn build(mut self) -> Result<Worker> {
         if self.queues.is_empty() {
             return Err(Error::InvalidWorker("no queues configured".into()));
         }
         let mut queues = BTreeMap::new();
-        for (name, concurrency) in self.queues {
+        for (name, concurrency) in std::mem::take(&mut self.queues) {
             queue::validate(&name)?;
             if concurrency == 0 {
                 return Err(Error::InvalidWorker(format!(
@@ -415,6 +425,7 @@ impl WorkerBuilder {
                     run,
                     lease_ms,
                     timeout: task.timeout(),
+                    keyed_queue: task.keyed().then(|| task.queue()),
                 };
                 Some((task.name(), entry))
             })
@@ -449,7 +460,13 @@ impl WorkerBuilder {
                 ),
             }
         }
+        let schedules = self.checked_schedules(&queues)?;
         let config = WorkerConfig {
+            scheduler: SchedulerConfig {
+                lease: self.leader_lease,
+                max_payload_bytes: self.client.max_payload_bytes(),
+            },
+            schedules,
             queues,
             poll_interval,
             batch_size: self.batch_size,
@@ -472,6 +489,23 @@ impl WorkerBuilder {
             upkeep_connections: self.upkeep_connections,
         };
         Ok(Worker::new(self.client, config, handlers, self.state))
+    }
+}
+
+impl WorkerBuilder {
+    /// The schedules given to [`periodic`](Self::periodic) and those declared with
+    /// `#[task(cron = ..)]` on tasks whose queue this worker serves, checked.
+    fn checked_schedules(&self, queues: &BTreeMap<String, usize>) -> Result<Vec<Periodic>> {
+        if self.leader_lease < limits::MIN_LEASE || self.leader_lease > limits::MAX_LEASE {
+            return Err(Error::InvalidWorker(format!(
+                "leader lease {:?} is outside 1 s..=24 h",
+                self.leader_lease
+            )));
+        }
+        let declared = periodic::declared()
+            .into_iter()
+            .filter(|schedule| queues.contains_key(schedule.queue()));
+        periodic::check_all(self.schedules.iter().cloned().chain(declared).collect())
     }
 }
 

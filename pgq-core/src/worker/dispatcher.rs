@@ -73,6 +73,8 @@ struct Sent {
     result: Result<TickResult>,
     /// The tick's connection, for the next one, unless its statement failed.
     connection: Option<PoolConnection<Postgres>>,
+    /// How many ticks had written completions when this one was sent.
+    completing_ticks: u64,
 }
 
 struct Dispatcher {
@@ -93,6 +95,12 @@ struct Dispatcher {
     failing: bool,
     /// Whether the queue was last reported paused (`WorkerEvent::QueuePaused`).
     reported_paused: bool,
+    /// The last claim got fewer jobs than it asked for because of the queue's limit: this
+    /// worker's next completions free room, so they wake the claims (room that other workers
+    /// free is found at the next poll or notification), rather than claims that find none.
+    limit_reached: bool,
+    /// Ticks applied that wrote completions: room freed in a limited queue.
+    completing_ticks: u64,
 }
 
 /// Runs one queue's dispatcher; its ticks run on `store`, the queue's own connections, each
@@ -110,6 +118,8 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
         connections: Vec::new(),
         failing: false,
         reported_paused: false,
+        limit_reached: false,
+        completing_ticks: 0,
     };
     let mut in_flight: FuturesUnordered<JoinHandle<Sent>> = FuturesUnordered::new();
     // One timer for the whole loop: a new timer that is the runtime's earliest wakes its driver
@@ -122,6 +132,11 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
         d.report_pause();
         d.pacing.returned(d.queue.take_returned());
         ready.extend(d.dispatch.executor.completer.take_ready(&d.queue.name));
+        if d.limit_reached && !ready.is_empty() {
+            // The next tick completes these, and claims the room they free.
+            d.limit_reached = false;
+            d.pacing.woken();
+        }
         if stop {
             d.release_claimed().await;
         } else {
@@ -289,6 +304,7 @@ impl Dispatcher {
         let queue = self.queue.clone();
         let store = self.store.clone();
         let connection = self.connections.pop();
+        let completing_ticks = self.completing_ticks;
         tokio::spawn(async move {
             let complete: Vec<Held> = completions
                 .iter()
@@ -310,6 +326,10 @@ impl Dispatcher {
                 run_now: claim.run_now,
                 durable: dispatch.durable,
                 delete_completed: dispatch.delete_completed,
+                // Only a queue with a concurrency limit takes the limited claim.
+                limited: queue.limited(),
+                // Only the queue of a task with a concurrency key bounds its claims by key.
+                keyed: tasks.keyed_on(&queue.name),
             };
             let db = &store;
             let connection = match connection {
@@ -351,6 +371,7 @@ impl Dispatcher {
                 claim,
                 result,
                 connection,
+                completing_ticks,
             }
         })
     }
@@ -378,6 +399,8 @@ impl Dispatcher {
             self.failing = false;
             tracing::info!(queue = %self.queue.name, "dispatch works again");
         }
+        self.note_limit(&result, sent.completing_ticks);
+        let executor = &self.dispatch.executor;
         executor
             .completer
             .batch_written(sent.completions, &result.completed);
@@ -411,6 +434,31 @@ impl Dispatcher {
             self.claimed.push_front(job);
         }
         self.claimed.extend(ahead);
+    }
+
+    /// Keeps a limited queue claiming without polling for room: a claim cut short by the limit
+    /// waits for this worker's next completions, unless some were written after its count.
+    fn note_limit(&mut self, result: &TickResult, completing_ticks_when_sent: u64) {
+        if let Some(wait) = result.next_token {
+            // Out of tokens: sleep until the next is due, then claim (a poll, brought forward).
+            self.next_poll = self.next_poll.min(Instant::now() + wait);
+        }
+        if !result.completed.is_empty() {
+            self.completing_ticks += 1;
+        }
+        let freed_since = if result.limit_reached {
+            // Counted before completions that other ticks wrote meanwhile.
+            self.completing_ticks
+                > completing_ticks_when_sent + u64::from(!result.completed.is_empty())
+        } else {
+            self.limit_reached && !result.completed.is_empty()
+        };
+        if freed_since {
+            self.limit_reached = false;
+            self.pacing.woken();
+        } else if result.limit_reached {
+            self.limit_reached = true;
+        }
     }
 
     /// Jobs claimed but not started when the worker stops go straight back to pending (those

@@ -1,6 +1,6 @@
 //! The worker's one LISTEN connection. An insert notification wakes the queue named in its
 //! payload; a cancel notification fires the named job's `ctx.cancelled()` if it runs here; a
-//! queue notification (paused or resumed) has the pause check read the flags again. When
+//! queue notification (paused, resumed, a limit set) has the settings reader read them again. When
 //! the connection drops it reconnects, LISTENs again, and only then wakes every dispatcher to
 //! claim what arrived meanwhile. Polling covers the gap.
 //!
@@ -38,7 +38,7 @@ pub(crate) struct Listener {
     pub(crate) reporter: Reporter,
     /// How long a probe may take before the connection counts as dead.
     pub(crate) probe_timeout: Duration,
-    /// Fired when a queue was paused or resumed, and after a reconnect: the pause check reads.
+    /// Fired when a queue's settings changed, and after a reconnect: the settings reader reads.
     pub(crate) pause_changed: Arc<Notify>,
 }
 

@@ -2,7 +2,7 @@
 //! attempts are still to be reported.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
@@ -23,7 +23,15 @@ pub(crate) struct QueueSlots {
     /// Whether an operator paused the queue: [`UNKNOWN`] until the worker first reads it, and
     /// claims wait until then, so that a worker started on a paused queue claims nothing.
     pause: AtomicU8,
+    /// The queue's cluster-wide concurrency limit as last read; [`NO_LIMIT`] for none. A limited
+    /// queue claims through the limited path (`store::tick::tick_limited`).
+    limit: AtomicU32,
+    /// Whether the queue has a rate limit, as last read: it claims through the limited path too.
+    rated: AtomicBool,
 }
+
+/// The limit of a queue without one.
+const NO_LIMIT: u32 = 0;
 
 /// The pause state of a queue the worker has not read yet.
 const UNKNOWN: u8 = 0;
@@ -54,6 +62,8 @@ impl QueueSlots {
             active: AtomicUsize::new(0),
             returned: AtomicUsize::new(0),
             pause: AtomicU8::new(UNKNOWN),
+            limit: AtomicU32::new(NO_LIMIT),
+            rated: AtomicBool::new(false),
         })
     }
 
@@ -82,6 +92,22 @@ impl QueueSlots {
             UNKNOWN => None,
             state => Some(state == PAUSED),
         }
+    }
+
+    /// Whether the queue has a cluster-wide concurrency or rate limit, as last read.
+    pub(crate) fn limited(&self) -> bool {
+        self.limit.load(Ordering::SeqCst) != NO_LIMIT || self.rated.load(Ordering::SeqCst)
+    }
+
+    /// Records whether the queue has a rate limit; returns what was known before.
+    pub(crate) fn set_rated(&self, rated: bool) -> bool {
+        self.rated.swap(rated, Ordering::SeqCst)
+    }
+
+    /// Records the queue's limit; returns the one before.
+    pub(crate) fn set_limit(&self, limit: Option<u32>) -> Option<u32> {
+        let before = self.limit.swap(limit.unwrap_or(NO_LIMIT), Ordering::SeqCst);
+        (before != NO_LIMIT).then_some(before)
     }
 
     /// A free slot, counted as active, if there is one.

@@ -12,6 +12,7 @@ use tokio::sync::{Notify, watch};
 use crate::client::Client;
 use crate::maintenance::cleaner::Cleaner;
 use crate::maintenance::rescuer::Rescuer;
+use crate::maintenance::scheduler::Scheduler;
 use crate::maintenance::{self};
 use crate::state::StateMap;
 use crate::store;
@@ -24,7 +25,7 @@ use crate::worker::executor::Executor;
 use crate::worker::heartbeat::{Heartbeat, MISSED_HEARTBEATS};
 use crate::worker::held::HeldJobs;
 use crate::worker::listener::Listener;
-use crate::worker::pause::{self, PauseCheck};
+use crate::worker::queue_settings::{self, SettingsReader};
 use crate::worker::renewer::{self, Renewer};
 use crate::worker::report::Reporter;
 use crate::worker::slots::QueueSlots;
@@ -159,23 +160,35 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     };
     let heartbeat = tokio::spawn(maintenance::run(heartbeat, finished));
     // Dispatchers claim nothing until it has read whether their queues are paused.
-    let pause_check = PauseCheck {
+    let settings_reader = SettingsReader {
         store: executor.client.store().on(runtime.upkeep_pool.clone()),
         queues: runtime.queues.clone(),
-        interval: pause::interval(config.poll_interval),
+        interval: queue_settings::interval(config.poll_interval),
         check_now: pause_changed,
     };
-    let pause_check = tokio::spawn(pause_check.run(runtime.stopping.clone()));
+    let settings_reader = tokio::spawn(settings_reader.run(runtime.stopping.clone()));
     let rescuer = Rescuer {
         store: executor.client.store().on(runtime.upkeep_pool.clone()),
         config: config.rescuer.clone(),
     };
     let rescuer = tokio::spawn(maintenance::run(rescuer, runtime.stopping.clone()));
-    let cleaner = Cleaner {
-        store: executor.client.store().on(runtime.upkeep_pool.clone()),
-        config: config.cleaner.clone(),
-    };
+    let cleaner = Cleaner::new(
+        executor.client.store().on(runtime.upkeep_pool.clone()),
+        config.cleaner.clone(),
+    );
     let cleaner = tokio::spawn(maintenance::run(cleaner, runtime.stopping.clone()));
+    // Only a worker with schedules takes part in electing their leader.
+    let scheduler = if config.schedules.is_empty() {
+        tokio::spawn(async {})
+    } else {
+        let scheduler = Scheduler::new(
+            executor.client.store().on(runtime.upkeep_pool.clone()),
+            config.worker_id.clone(),
+            config.schedules.clone(),
+            config.scheduler.clone(),
+        );
+        tokio::spawn(scheduler.run(runtime.stopping.clone()))
+    };
     let dispatch = Dispatch {
         executor: executor.clone(),
         reporter: runtime.reporter.clone(),
@@ -222,7 +235,15 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     executor.completer.release_all().await;
     finish.send_replace(true);
     listener.abort();
-    for upkeep in [listener, renewer, heartbeat, pause_check, rescuer, cleaner] {
+    for upkeep in [
+        listener,
+        renewer,
+        heartbeat,
+        settings_reader,
+        rescuer,
+        cleaner,
+        scheduler,
+    ] {
         let _ = upkeep.await;
     }
     let own = executor.client.store().on(runtime.upkeep_pool.clone());

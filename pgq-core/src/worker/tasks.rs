@@ -12,6 +12,9 @@ pub(crate) struct TaskEntry {
     pub(crate) lease_ms: i64,
     /// How long one attempt may run (`#[task(timeout)]`).
     pub(crate) timeout: Option<Duration>,
+    /// The queue it declares when its jobs carry a concurrency key: that queue's claims bound
+    /// each key.
+    pub(crate) keyed_queue: Option<&'static str>,
 }
 
 #[derive(Debug)]
@@ -21,6 +24,8 @@ pub(crate) struct Tasks {
     names: Vec<&'static str>,
     /// Each task's lease, in the order of `names`.
     leases_ms: Vec<i64>,
+    /// The queues of the tasks with a concurrency key, sorted.
+    keyed_queues: Vec<&'static str>,
 }
 
 impl Tasks {
@@ -28,10 +33,14 @@ impl Tasks {
         let mut names: Vec<_> = entries.keys().copied().collect();
         names.sort_unstable();
         let leases_ms = names.iter().map(|name| entries[name].lease_ms).collect();
+        let mut keyed_queues: Vec<_> = entries.values().filter_map(|e| e.keyed_queue).collect();
+        keyed_queues.sort_unstable();
+        keyed_queues.dedup();
         Self {
             entries,
             names,
             leases_ms,
+            keyed_queues,
         }
     }
 
@@ -41,6 +50,12 @@ impl Tasks {
 
     pub(crate) fn names(&self) -> &[&'static str] {
         &self.names
+    }
+
+    /// Whether a task with a concurrency key runs on `queue` (keyed jobs go only to their
+    /// task's queue): that queue's claims count the keys' held jobs, the others' do not.
+    pub(crate) fn keyed_on(&self, queue: &str) -> bool {
+        self.keyed_queues.binary_search(&queue).is_ok()
     }
 
     pub(crate) fn leases_ms(&self) -> &[i64] {

@@ -114,6 +114,8 @@ async fn the_jobs_table_has_every_column_and_index() {
         "updated_at",
         "phase",
         "meta",
+        "concurrency_key",
+        "concurrency_limit",
     ];
     expected.sort();
     assert_eq!(columns, expected);
@@ -134,6 +136,10 @@ async fn the_jobs_table_has_every_column_and_index() {
     assert!(def("jobs_claim_idx").contains("WHERE (phase = 0)"));
     assert!(def("jobs_unique_key_idx").starts_with("CREATE UNIQUE INDEX"));
     assert!(def("jobs_lease_idx").contains("lease_expires_at"));
+    assert!(
+        def("jobs_concurrency_key_idx")
+            .contains("WHERE ((phase = 1) AND (concurrency_key IS NOT NULL))")
+    );
 }
 
 #[tokio::test]

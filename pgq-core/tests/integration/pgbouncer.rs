@@ -117,3 +117,99 @@ async fn everything_works_through_pgbouncer_in_transaction_mode() {
         .unwrap();
     assert!(deleted.unwrap_or(0) >= 12, "{deleted:?}");
 }
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "pooled_beat")]
+struct PooledBeat {
+    n: u32,
+}
+
+#[async_trait]
+impl Handler for PooledBeat {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// A keyed task on the same queue: its claims count each key's held jobs too.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "pooled_beat", concurrency_key = "{tenant}", concurrency = 1)]
+struct PooledTenant {
+    tenant: u32,
+}
+
+#[async_trait]
+impl Handler for PooledTenant {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// The schedule's lease, the watermark's transaction and a limited queue's claim need no
+/// session state: two workers behind the pooler enqueue each instant once, and run the jobs of
+/// a queue limited to one at a time, keyed jobs among them.
+#[tokio::test]
+async fn schedules_and_queue_limits_work_through_pgbouncer() {
+    let db = TestDatabase::new().await;
+    let (_bouncer, client) = support::behind_pgbouncer(&db).await;
+    client
+        .set_queue_limit("pooled_beat", Some(1))
+        .await
+        .unwrap();
+    client
+        .set_queue_rate(
+            "pooled_beat",
+            pgq_core::RateLimit::new(100, Duration::from_secs(1)),
+        )
+        .await
+        .unwrap();
+    let start = || {
+        Worker::builder(client.clone())
+            .queue("pooled_beat", 2)
+            .periodic(pgq_core::Schedule::cron("* * * * * *"), || PooledBeat {
+                n: 0,
+            })
+            .leader_lease(Duration::from_secs(2))
+            .build()
+            .unwrap()
+            .start()
+    };
+    client
+        .enqueue_many((0..4).map(|n| PooledTenant { tenant: n % 2 }))
+        .await
+        .unwrap();
+    let (first, second) = (start(), start());
+    support::eventually(|| async {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pgq.jobs WHERE task = 'PooledTenant' AND status = 'completed'",
+        )
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        (done == 4).then_some(())
+    })
+    .await;
+    let instants = support::eventually(|| async {
+        let instants: Vec<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
+            "SELECT run_at FROM pgq.jobs WHERE task = 'PooledBeat' AND status = 'completed'
+             ORDER BY run_at",
+        )
+        .fetch_all(db.pool())
+        .await
+        .unwrap();
+        (instants.len() >= 3).then_some(instants)
+    })
+    .await;
+    first.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
+    for pair in instants.windows(2) {
+        assert_eq!(
+            pair[1] - pair[0],
+            chrono::TimeDelta::seconds(1),
+            "{instants:?}"
+        );
+    }
+    let queues = client.queues().await.unwrap();
+    let queue = queues.iter().find(|q| q.name == "pooled_beat").unwrap();
+    assert_eq!(queue.limit, Some(1));
+}

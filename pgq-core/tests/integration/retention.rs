@@ -114,3 +114,28 @@ async fn one_process_cleans_at_a_time() {
     assert_eq!(total, 3000);
     assert_eq!(count(&db).await, 0);
 }
+
+#[tokio::test]
+async fn a_workers_cleaner_works_through_a_backlog_without_waiting_its_interval() {
+    let db = TestDatabase::new().await;
+    jobs(&db, 3500, "completed", "2 days").await; // four batches
+    jobs(&db, 2, "completed", "1 hour").await;
+    let handle = pgq_core::Worker::builder(db.client())
+        .queue("retention", 1)
+        .build()
+        .unwrap()
+        .start();
+    // The cleaner's interval is a minute: only paced batches, one after another, finish this
+    // well within it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while count(&db).await > 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the backlog is still there: {} rows",
+            count(&db).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    handle.shutdown().await.unwrap();
+    assert_eq!(count(&db).await, 2, "jobs within retention are kept");
+}

@@ -142,3 +142,89 @@ async fn stats_of_held_jobs_and_of_a_queue_with_only_finished_jobs() {
     );
     assert_eq!((stats[1].due, stats[1].completed_per_minute), (0, 0.2));
 }
+
+/// Moves job `id` to `status` (completed or failed), finished a second into the minute
+/// `minutes_ago` minutes before `base`.
+async fn finish(
+    pool: &sqlx::PgPool,
+    base: chrono::DateTime<chrono::Utc>,
+    id: pgq_core::JobId,
+    status: &str,
+    minutes_ago: i32,
+) {
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'w',
+             claimed_at = now(), started_at = now(), lease_expires_at = now() WHERE id = $1",
+    )
+    .bind(id.get())
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = $2, phase = 2,
+             completed_at = $4 - $3 * interval '1 minute' + interval '1 second'
+         WHERE id = $1",
+    )
+    .bind(id.get())
+    .bind(status)
+    .bind(minutes_ago)
+    .bind(base)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn finished_history_counts_each_queue_s_jobs_per_minute_over_the_last_hour() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let mut plan = Vec::new();
+    // (queue, status, minutes ago): two in one minute, a failure, another queue, and one
+    // finished too long ago to count.
+    for (queue, status, ago) in [
+        ("stats-a", "completed", 2),
+        ("stats-a", "completed", 2),
+        ("stats-a", "failed", 2),
+        ("stats-a", "completed", 30),
+        ("stats-b", "completed", 0),
+        ("stats-a", "completed", 90),
+    ] {
+        let id = client
+            .enqueue_with(CountMe { n: 0 }, EnqueueOptions::default().queue(queue))
+            .await
+            .unwrap()
+            .id();
+        plan.push((id, status, ago));
+    }
+    // Minutes are counted from this one, so that a minute turning during the test moves none.
+    let base: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT date_trunc('minute', now())")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    for (id, status, ago) in plan {
+        finish(db.pool(), base, id, status, ago).await;
+    }
+
+    let history = client.finished_history().await.unwrap();
+    let seen: Vec<(String, i64, u64, u64)> = history
+        .minutes
+        .iter()
+        .map(|m| {
+            (
+                m.queue.clone(),
+                (base - m.minute).num_minutes(),
+                m.completed,
+                m.failed,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("stats-a".to_owned(), 30, 1, 0),
+            ("stats-a".to_owned(), 2, 2, 1),
+            ("stats-b".to_owned(), 0, 1, 0),
+        ]
+    );
+}

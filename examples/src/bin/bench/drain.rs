@@ -4,9 +4,13 @@ use std::time::{Duration, Instant};
 
 use pgq_core::{Client, Retention, Worker};
 
-/// How a drain's worker writes its completions.
+/// How a drain's worker writes its completions, or claims.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Completions {
+    /// The default configuration on a queue with a cluster-wide concurrency limit of this many
+    /// times the worker's concurrency: every claim takes the limited path, and the limit never
+    /// binds the handlers running at once.
+    QueueLimit(u64),
     /// The default configuration.
     Default,
     /// `durable_completions(false)`: commits that do not wait for the WAL flush.
@@ -28,8 +32,13 @@ pub(crate) async fn drain(
             .fetch_one(client.pool())
             .await?;
     let mut builder = Worker::builder(client.clone()).queue("bench", concurrency);
+    let limited = matches!(completions, Completions::QueueLimit(_));
+    if let Completions::QueueLimit(factor) = completions {
+        let limit = u32::try_from(factor.saturating_mul(concurrency as u64)).unwrap_or(u32::MAX);
+        client.set_queue_limit("bench", Some(limit)).await?;
+    }
     match completions {
-        Completions::Default => {}
+        Completions::Default | Completions::QueueLimit(_) => {}
         Completions::Async => builder = builder.durable_completions(false),
         Completions::Deleted => {
             builder = builder.retention(Retention {
@@ -44,6 +53,9 @@ pub(crate) async fn drain(
     handle.stats().wait_for(|st| st.completed >= total).await?;
     let elapsed = started.elapsed();
     handle.shutdown().await?;
+    if limited {
+        client.set_queue_limit("bench", None).await?;
+    }
     let (after, left): (i64, i64) = sqlx::query_as(
         "SELECT count(*) FILTER (WHERE status = 'completed'),
                 count(*) FILTER (WHERE status <> 'completed')

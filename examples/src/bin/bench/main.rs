@@ -10,6 +10,7 @@
 //!
 //! Flags are listed in `settings.rs`.
 
+mod dashboard;
 mod drain;
 mod fleet;
 mod measure;

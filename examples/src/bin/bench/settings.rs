@@ -35,6 +35,9 @@ pub(crate) struct Settings {
     /// `--observe 1`: run with an INFO log subscriber and a metrics recorder installed, as an
     /// observed application does; `2` installs the subscriber alone, `3` the recorder alone.
     pub(crate) observe: u64,
+    /// `--queue-limit-factor N`: the limited drain's queue limit, in multiples of the worker's
+    /// concurrency (at least 1: a limit that never binds on one worker).
+    pub(crate) queue_limit_factor: u64,
 }
 
 impl Settings {
@@ -51,6 +54,7 @@ impl Settings {
             modes: true,
             rate: None,
             observe: 0,
+            queue_limit_factor: 2,
         };
         let args: Vec<String> = args.collect();
         let mut rest = args.iter();
@@ -76,6 +80,7 @@ impl Settings {
                 "--modes" => s.modes = number()? != 0,
                 "--rate" => s.rate = Some(number()?.max(1)),
                 "--observe" => s.observe = number()?,
+                "--queue-limit-factor" => s.queue_limit_factor = number()?.max(1),
                 "--soak" => s.mode = Mode::Soak(number()?.max(60)),
                 "--processes" => {
                     let counts = value

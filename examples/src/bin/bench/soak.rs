@@ -163,7 +163,8 @@ async fn sustained(
 /// server with autovacuum switched off (as a benchmark machine may be) would otherwise let
 /// dead rows pile up without bound, which no production server does. Checks once a minute
 /// (`autovacuum_naptime`); vacuums when dead rows exceed 50 + 20 % of the table's rows, or rows
-/// inserted since the last vacuum exceed 1000 + 20 %. Unlike autovacuum it is not throttled.
+/// inserted since the last vacuum exceed 1000 + 20 %; throttled as autovacuum is by default
+/// (`autovacuum_vacuum_cost_delay` 2 ms, `vacuum_cost_limit` 200).
 async fn stand_in_for_autovacuum(client: Client) -> Outcome {
     let pool = client.pool();
     let on: String = sqlx::query_scalar("SHOW autovacuum")
@@ -173,6 +174,11 @@ async fn stand_in_for_autovacuum(client: Client) -> Outcome {
         return Ok(());
     }
     println!("soak_autovacuum_stand_in 1");
+    // A connection of its own, which keeps autovacuum's throttle for every vacuum it runs.
+    let mut vacuuming = pool.acquire().await?.detach();
+    sqlx::raw_sql("SET vacuum_cost_delay = '2ms'; SET vacuum_cost_limit = 200")
+        .execute(&mut vacuuming)
+        .await?;
     let mut naptime = tokio::time::interval(Duration::from_secs(60));
     loop {
         naptime.tick().await;
@@ -186,7 +192,7 @@ async fn stand_in_for_autovacuum(client: Client) -> Outcome {
         .await?;
         if due {
             sqlx::raw_sql("VACUUM (ANALYZE) pgq.jobs")
-                .execute(pool)
+                .execute(&mut vacuuming)
                 .await?;
         }
     }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use pgq_core::{Client, JobFilter, JobStatus, Worker, WorkerEvent};
 
 use crate::Outcome;
+use crate::dashboard;
 use crate::drain::{Completions, drain};
 use crate::measure::{checkpoint, per_second, quantile};
 use crate::settings::Settings;
@@ -79,6 +80,10 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
     // table as the first found it: the completed jobs deleted and vacuumed away, the same jobs
     // enqueued again.
     for (name, completions) in [
+        (
+            "drain_with_queue_limit_per_s",
+            Completions::QueueLimit(s.queue_limit_factor),
+        ),
         ("drain_async_commit_per_s", Completions::Async),
         ("drain_deleting_completed_per_s", Completions::Deleted),
     ] {
@@ -132,6 +137,13 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
             s.completed,
             quantile(&mut calls, 0.50)
         );
+        // The dashboard's pages over that history and those jobs waiting: the slowest one.
+        let (page, ms) = dashboard::slowest_page(&client, STATS_CALLS).await?;
+        println!(
+            "dashboard_slowest_page_with_{}_finished_{}_pending_ms {ms:.2}",
+            s.completed, total
+        );
+        eprintln_page(&page);
         let elapsed = drain(&client, s.concurrency, total, Completions::Default).await?;
         println!(
             "drain_with_{}_completed_per_s {:.0}",
@@ -192,4 +204,10 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
         );
     }
     Ok(())
+}
+
+/// Which page was the slowest, on stderr: the output's lines stay `name value` pairs.
+fn eprintln_page(page: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "dashboard: slowest page {page}");
 }

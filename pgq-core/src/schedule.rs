@@ -1,0 +1,398 @@
+//! [`Schedule`]: when a periodic task is enqueued — a cron expression read in a time zone — and
+//! what becomes of the instants missed while no worker ran ([`Missed`]). The instant arithmetic
+//! and the missed-instant policy are here too, as pure functions of the database's clock.
+
+use std::fmt;
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone as _, Utc};
+
+use crate::limits;
+
+/// When a periodic task is enqueued: a cron expression with seconds (`"0 */5 * * * *"`: every
+/// five minutes; five fields mean second 0), read in a time zone (UTC unless
+/// [`time_zone`](Self::time_zone) names one), and a policy for instants missed while no
+/// worker ran. Given to [`WorkerBuilder::periodic`](crate::WorkerBuilder::periodic) with the
+/// task to enqueue; `build()` checks it.
+///
+/// ```no_run
+/// # use pgq_core::{Missed, Schedule, Task};
+/// # #[derive(serde::Serialize, serde::Deserialize, Task)] struct SendDigest { hour: u32 }
+/// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+/// let nine_in_paris = Schedule::cron("0 0 9 * * MON-FRI")
+///     .time_zone("Europe/Paris")
+///     .missed(Missed::RunOnce)
+///     .name("weekday-digest");
+/// let worker = pgq_core::Worker::builder(client)
+///     .queue("email", 4)
+///     .periodic(nine_in_paris, || SendDigest { hour: 9 })
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Schedule {
+    pub(crate) cron: String,
+    pub(crate) time_zone: String,
+    pub(crate) missed: Missed,
+    pub(crate) name: Option<String>,
+}
+
+impl Schedule {
+    /// A schedule from a cron expression: six fields with seconds first (`sec min hour
+    /// day-of-month month day-of-week`), or the classic five with second 0. Checked by
+    /// `build()`, which refuses one that does not parse with
+    /// [`Error::InvalidSchedule`](crate::Error::InvalidSchedule).
+    ///
+    /// ```
+    /// let every_second = pgq_core::Schedule::cron("* * * * * *");
+    /// let hourly = pgq_core::Schedule::cron("0 * * * *"); // minute 0, second 0
+    /// # let _ = (every_second, hourly);
+    /// ```
+    pub fn cron(expression: impl Into<String>) -> Self {
+        Self {
+            cron: expression.into(),
+            time_zone: "UTC".into(),
+            missed: Missed::default(),
+            name: None,
+        }
+    }
+
+    /// The IANA time zone the expression is read in (`"Europe/Paris"`, `"America/New_York"`),
+    /// daylight saving included: an instant that a clock change skips does not happen, and one
+    /// it repeats happens once. UTC by default.
+    ///
+    /// ```
+    /// let schedule = pgq_core::Schedule::cron("0 30 8 * * *").time_zone("Asia/Tokyo");
+    /// # let _ = schedule;
+    /// ```
+    pub fn time_zone(mut self, zone: impl Into<String>) -> Self {
+        self.time_zone = zone.into();
+        self
+    }
+
+    /// What becomes of instants missed while no worker ran ([`Missed::Skip`] by default).
+    ///
+    /// ```
+    /// use pgq_core::{Missed, Schedule};
+    /// let schedule = Schedule::cron("0 0 * * * *").missed(Missed::Backfill(24));
+    /// # let _ = schedule;
+    /// ```
+    pub fn missed(mut self, missed: Missed) -> Self {
+        self.missed = missed;
+        self
+    }
+
+    /// The schedule's name, as `pgq.schedules` and [`Client::schedules`](crate::Client::schedules)
+    /// show it: the task's name by default; give one to run a task on two schedules. 1 to
+    /// [`MAX_SCHEDULE_NAME_BYTES`](crate::limits::MAX_SCHEDULE_NAME_BYTES) bytes, no control
+    /// characters.
+    ///
+    /// ```
+    /// let schedule = pgq_core::Schedule::cron("0 0 3 * * *").name("nightly-report");
+    /// # let _ = schedule;
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+}
+
+/// What a schedule does with the instants that came due while no worker ran (or none led):
+/// those older than [`SCHEDULE_GRACE`](crate::defaults::SCHEDULE_GRACE) when a leader gets to
+/// them. Instants within the grace always run, so a leader that dies and is replaced within its
+/// lease misses none.
+///
+/// ```
+/// use pgq_core::Missed;
+/// assert_eq!(Missed::default(), Missed::Skip);
+/// assert_eq!(Missed::Backfill(3).to_string(), "backfill:3");
+/// assert_eq!("run_once".parse::<Missed>(), Ok(Missed::RunOnce));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Missed {
+    /// Missed instants are not enqueued: the schedule goes on from the next one.
+    #[default]
+    Skip,
+    /// However many were missed, the newest missed instant is enqueued once.
+    RunOnce,
+    /// The newest `n` missed instants are enqueued (at most
+    /// [`MAX_BACKFILL`](crate::limits::MAX_BACKFILL)), oldest first.
+    Backfill(u32),
+}
+
+impl fmt::Display for Missed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Missed::Skip => f.write_str("skip"),
+            Missed::RunOnce => f.write_str("run_once"),
+            Missed::Backfill(n) => write!(f, "backfill:{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Missed {
+    type Err = String;
+
+    /// `skip`, `run_once` or `backfill:N`, as [`Display`](fmt::Display) writes them.
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "skip" => Ok(Missed::Skip),
+            "run_once" => Ok(Missed::RunOnce),
+            _ => text
+                .strip_prefix("backfill:")
+                .and_then(|n| n.parse().ok())
+                .map(Missed::Backfill)
+                .ok_or_else(|| format!("{text:?} is not skip, run_once or backfill:N")),
+        }
+    }
+}
+
+/// A cron expression parsed, with its time zone: the instants a schedule has.
+#[derive(Debug, Clone)]
+pub(crate) struct Cadence {
+    cron: croner::Cron,
+    zone: chrono_tz::Tz,
+}
+
+impl Cadence {
+    /// Parses an expression and a time zone name; the error says which is wrong.
+    pub(crate) fn parse(cron: &str, zone: &str) -> Result<Self, String> {
+        let parsed = croner::Cron::from_str(cron)
+            .map_err(|err| format!("cron expression {cron:?} does not parse: {err}"))?;
+        let zone = zone.parse::<chrono_tz::Tz>().map_err(|_| {
+            format!(
+                "unknown time zone {zone:?}; use an IANA name such as \"Europe/Paris\" or \"UTC\""
+            )
+        })?;
+        Ok(Self { cron: parsed, zone })
+    }
+
+    /// The first instant strictly after `t`.
+    pub(crate) fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let local = self.zone.from_utc_datetime(&t.naive_utc());
+        let next = self.cron.find_next_occurrence(&local, false).ok()?;
+        Some(next.with_timezone(&Utc))
+    }
+
+    /// The last instant at or before `t`.
+    pub(crate) fn last_until(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let local = self.zone.from_utc_datetime(&t.naive_utc());
+        let last = self.cron.find_previous_occurrence(&local, true).ok()?;
+        Some(last.with_timezone(&Utc))
+    }
+
+    /// The instants in `(after, through]`, oldest first, at most `max`.
+    fn between(
+        &self,
+        after: DateTime<Utc>,
+        through: DateTime<Utc>,
+        max: usize,
+    ) -> Vec<DateTime<Utc>> {
+        let mut instants = Vec::new();
+        let mut at = after;
+        while instants.len() < max {
+            match self.next_after(at) {
+                Some(next) if next <= through => {
+                    instants.push(next);
+                    at = next;
+                }
+                _ => break,
+            }
+        }
+        instants
+    }
+
+    /// The newest `n` instants in `(after, through]`, oldest first.
+    fn newest(&self, after: DateTime<Utc>, through: DateTime<Utc>, n: u32) -> Vec<DateTime<Utc>> {
+        let mut instants = Vec::new();
+        let mut at = through;
+        while instants.len() < n as usize {
+            match self.last_until(at) {
+                Some(last) if last > after => {
+                    instants.push(last);
+                    at = last - chrono::Duration::microseconds(1);
+                }
+                _ => break,
+            }
+        }
+        instants.reverse();
+        instants
+    }
+}
+
+/// What one step of a schedule does at `now`: the instants to enqueue, oldest first, and the
+/// watermark once they are (every instant up to it enqueued or passed over).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Due {
+    pub(crate) instants: Vec<DateTime<Utc>>,
+    pub(crate) done_through: DateTime<Utc>,
+}
+
+/// The instants of `cadence` due at `now` past the watermark `done_through`: each on-time one
+/// (no older than `grace`), and of the missed ones what `missed` keeps. `None` when no
+/// instant came due since the watermark, so that nothing needs writing.
+pub(crate) fn due(
+    cadence: &Cadence,
+    missed: Missed,
+    done_through: DateTime<Utc>,
+    now: DateTime<Utc>,
+    grace: Duration,
+) -> Option<Due> {
+    let latest = cadence
+        .last_until(now)
+        .filter(|latest| *latest > done_through)?;
+    let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
+    let late = now
+        .checked_sub_signed(grace)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let mut instants = if late > done_through {
+        match missed {
+            Missed::Skip => Vec::new(),
+            Missed::RunOnce => cadence.newest(done_through, late, 1),
+            Missed::Backfill(n) => cadence.newest(done_through, late, n.min(limits::MAX_BACKFILL)),
+        }
+    } else {
+        Vec::new()
+    };
+    instants.extend(cadence.between(done_through.max(late), now, limits::MAX_ON_TIME_INSTANTS));
+    Some(Due {
+        instants,
+        done_through: latest,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    const GRACE: Duration = Duration::from_secs(60);
+
+    fn minutely() -> Cadence {
+        Cadence::parse("0 * * * * *", "UTC").unwrap()
+    }
+
+    #[test]
+    fn bad_expressions_and_zones_say_what_is_wrong() {
+        let err = Cadence::parse("61 * * * * *", "UTC").unwrap_err();
+        assert!(
+            err.starts_with("cron expression \"61 * * * * *\" does not parse"),
+            "{err}"
+        );
+        let err = Cadence::parse("* * * * * *", "Mars/Olympus").unwrap_err();
+        assert!(
+            err.starts_with("unknown time zone \"Mars/Olympus\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn five_fields_mean_second_zero() {
+        let cadence = Cadence::parse("*/5 * * * *", "UTC").unwrap();
+        assert_eq!(
+            cadence.next_after(at("2026-01-01T10:00:01Z")),
+            Some(at("2026-01-01T10:05:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_time_zone_moves_the_instants_with_daylight_saving() {
+        let cadence = Cadence::parse("0 0 9 * * *", "Europe/Paris").unwrap();
+        // Winter: UTC+1; summer: UTC+2.
+        assert_eq!(
+            cadence.next_after(at("2026-01-10T00:00:00Z")),
+            Some(at("2026-01-10T08:00:00Z"))
+        );
+        assert_eq!(
+            cadence.next_after(at("2026-07-10T00:00:00Z")),
+            Some(at("2026-07-10T07:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn nothing_is_due_before_the_next_instant() {
+        let done = at("2026-01-01T10:00:00Z");
+        assert_eq!(
+            due(
+                &minutely(),
+                Missed::Skip,
+                done,
+                at("2026-01-01T10:00:59Z"),
+                GRACE
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn on_time_instants_run_whatever_the_policy() {
+        let done = at("2026-01-01T10:00:00Z");
+        let now = at("2026-01-01T10:01:00.5Z");
+        let due = due(&minutely(), Missed::Skip, done, now, GRACE).unwrap();
+        assert_eq!(due.instants, [at("2026-01-01T10:01:00Z")]);
+        assert_eq!(due.done_through, at("2026-01-01T10:01:00Z"));
+    }
+
+    #[test]
+    fn missed_instants_follow_the_policy() {
+        // Ten minutes without a leader: 10:01 .. 10:09 missed, 10:10 on time.
+        let done = at("2026-01-01T10:00:00Z");
+        let now = at("2026-01-01T10:10:30Z");
+        let run = |missed| due(&minutely(), missed, done, now, GRACE).unwrap();
+        let on_time = at("2026-01-01T10:10:00Z");
+        assert_eq!(run(Missed::Skip).instants, [on_time]);
+        assert_eq!(
+            run(Missed::RunOnce).instants,
+            [at("2026-01-01T10:09:00Z"), on_time]
+        );
+        assert_eq!(
+            run(Missed::Backfill(3)).instants,
+            [
+                at("2026-01-01T10:07:00Z"),
+                at("2026-01-01T10:08:00Z"),
+                at("2026-01-01T10:09:00Z"),
+                on_time
+            ]
+        );
+        assert_eq!(run(Missed::Backfill(100)).instants.len(), 10);
+        for missed in [Missed::Skip, Missed::RunOnce, Missed::Backfill(3)] {
+            assert_eq!(run(missed).done_through, on_time);
+        }
+    }
+
+    #[test]
+    fn only_missed_instants_move_the_watermark_under_skip() {
+        let done = at("2026-01-01T10:00:00Z");
+        let now = at("2026-01-01T10:05:30Z");
+        let cadence = Cadence::parse("0 */5 * * * *", "UTC").unwrap();
+        // 10:05 is 30 s late: on time.
+        assert_eq!(
+            due(&cadence, Missed::Skip, done, now, GRACE)
+                .unwrap()
+                .instants,
+            [at("2026-01-01T10:05:00Z")]
+        );
+        // Two minutes late: missed, passed over, and the watermark moves past it.
+        let now = at("2026-01-01T10:07:00Z");
+        let skipped = due(&cadence, Missed::Skip, done, now, GRACE).unwrap();
+        assert!(skipped.instants.is_empty());
+        assert_eq!(skipped.done_through, at("2026-01-01T10:05:00Z"));
+    }
+
+    #[test]
+    fn the_policy_text_round_trips() {
+        for missed in [Missed::Skip, Missed::RunOnce, Missed::Backfill(12)] {
+            assert_eq!(missed.to_string().parse::<Missed>(), Ok(missed));
+        }
+        assert!("backfill:".parse::<Missed>().is_err());
+        assert!("never".parse::<Missed>().is_err());
+    }
+}

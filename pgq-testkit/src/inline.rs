@@ -1,0 +1,159 @@
+//! [`Inline`]: the inline testing mode, where an enqueue runs its job at once in the caller's
+//! task, without a worker. The manual mode, where jobs wait for a [`drain`](crate::drain), is
+//! every client's default.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use futures_util::future::BoxFuture;
+use pgq_core::__testkit::InlineRunner;
+use pgq_core::{Client, WorkerBuilder};
+
+use crate::drain::{Configure, Drain};
+
+/// How deep jobs that enqueue jobs may nest before the test fails: a job that enqueues itself
+/// without end would otherwise recurse until the stack overflows.
+pub const MAX_INLINE_DEPTH: usize = 32;
+
+/// The inline testing mode: [`client`](Self::client) returns a client whose enqueues, once
+/// written, run the due jobs of the enqueued task's queue through their real handlers before
+/// returning, as a drain does — for application tests that want a job's effects right after
+/// the code under test enqueues it.
+///
+/// What runs inline: the enqueues that commit on their own (`enqueue`, `enqueue_with`,
+/// `enqueue_many`, `enqueue_many_with`), and the jobs those jobs enqueue in turn. A job
+/// enqueued inside your transaction (the `_in` forms) is invisible until the transaction
+/// commits, so it waits for a drain, as in the manual mode; so does a job scheduled for later.
+/// A failed attempt is recorded on its job as in production (assert on
+/// [`Client::job`](pgq_core::Client::job)); a handler's panic fails the test unless
+/// [`with_safety`](Self::with_safety) is `true`.
+///
+/// ```no_run
+/// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
+/// # #[derive(serde::Serialize, serde::Deserialize, Task)]
+/// # #[task(queue = "email")] struct Welcome { user_id: i64 }
+/// # #[async_trait] impl Handler for Welcome {
+/// #     async fn handle(self, _: &JobContext) -> Result<(), TaskError> { Ok(()) }
+/// # }
+/// # async fn example(db: pgq_testkit::TestDatabase) {
+/// let client = pgq_testkit::Inline::new().client(&db.client());
+/// let id = client.enqueue(Welcome { user_id: 1 }).await.unwrap().id();
+/// // The job already ran.
+/// let job = client.job(id).await.unwrap().unwrap();
+/// assert_eq!(job.status, pgq_core::JobStatus::Completed);
+/// # }
+/// ```
+#[derive(Clone, Default)]
+#[must_use]
+pub struct Inline {
+    configure: Option<Configure>,
+    safety: bool,
+}
+
+impl fmt::Debug for Inline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inline")
+            .field("safety", &self.safety)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inline {
+    /// The inline mode, with panics failing the test and no handler state.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Configures the worker that runs the jobs: the state its handlers read with
+    /// `ctx.state::<S>()`, mostly. Called for every enqueue.
+    pub fn worker(
+        mut self,
+        configure: impl Fn(WorkerBuilder) -> WorkerBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.configure = Some(Arc::new(configure));
+        self
+    }
+
+    /// Whether a handler's panic is recorded as the failed attempt it is in production
+    /// (`true`), or fails the test at once (`false`, the default here).
+    pub fn with_safety(mut self, safety: bool) -> Self {
+        self.safety = safety;
+        self
+    }
+
+    /// A client on `client`'s database whose enqueues run their jobs at once. `client` itself
+    /// stays as it was; [`manual`] turns an inline client back.
+    pub fn client(self, client: &Client) -> Client {
+        let runner = Runner {
+            inline: self,
+            depth: AtomicUsize::new(0),
+            too_deep: AtomicBool::new(false),
+        };
+        client.clone().with_inline_runner(Some(Arc::new(runner)))
+    }
+}
+
+/// `client` in the manual mode, the default: enqueued jobs wait for a worker or a drain.
+pub fn manual(client: &Client) -> Client {
+    client.clone().with_inline_runner(None)
+}
+
+#[derive(Debug)]
+struct Runner {
+    inline: Inline,
+    /// Inline runs under way: more than one when a job enqueues a job.
+    depth: AtomicUsize,
+    /// Set when jobs nested deeper than [`MAX_INLINE_DEPTH`]: every run under way stops after
+    /// its current job, and the outermost fails the test.
+    too_deep: AtomicBool,
+}
+
+impl InlineRunner<Client> for Runner {
+    fn run<'a>(
+        &'a self,
+        client: &'a Client,
+        queue: &'a str,
+    ) -> BoxFuture<'a, pgq_core::Result<()>> {
+        Box::pin(async move {
+            let depth = self.depth.fetch_add(1, Ordering::SeqCst) + 1;
+            let _leave = Leave(&self.depth);
+            if depth > MAX_INLINE_DEPTH {
+                // Not a panic here: the worker running the enqueuing job would record it as
+                // that job's failure and go on with the next one.
+                self.too_deep.store(true, Ordering::SeqCst);
+                return Ok(());
+            }
+            // One attempt at a time, so that a run stops as soon as the jobs nest too deep. On
+            // the inline client, so that `ctx.enqueue` in a handler runs its job inline too.
+            while !self.too_deep.load(Ordering::SeqCst) {
+                let ran = Drain::new(client)
+                    .queue(queue)
+                    .with_safety(self.inline.safety)
+                    .configured(self.inline.configure.clone())
+                    .limit(1)
+                    .run()
+                    .await;
+                if ran.is_empty() {
+                    break;
+                }
+            }
+            if depth == 1 && self.too_deep.swap(false, Ordering::SeqCst) {
+                panic!(
+                    "inline jobs of queue {queue:?} enqueued jobs more than {MAX_INLINE_DEPTH} \
+                     deep: does a job enqueue itself?"
+                );
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Counts an inline run out when it ends, even by a panic.
+struct Leave<'a>(&'a AtomicUsize);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,131 @@
+//! Periodic tasks on a test's clock: a tick at a time, each instant enqueued once, missed
+//! instants by their policy, and the jobs run by a drain.
+
+use chrono::{DateTime, Utc};
+use pgq_core::{Handler, JobContext, Missed, Schedule, Task, TaskError, async_trait};
+use pgq_testkit::{Drain, Expect, ScheduleClock, TestDatabase, all_enqueued};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Default, Serialize, Deserialize, Task)]
+#[task(queue = "reports", cron = "0 0 * * * *")]
+struct HourlyReport;
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "pings")]
+struct Ping {
+    from: String,
+}
+
+#[async_trait]
+impl Handler for HourlyReport {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Handler for Ping {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+fn at(text: &str) -> DateTime<Utc> {
+    text.parse().unwrap()
+}
+
+#[pgq_testkit::test]
+async fn each_tick_enqueues_its_instant_once(db: TestDatabase) {
+    let client = db.client();
+    let mut clock = ScheduleClock::start(&client, at("2026-11-24T08:30:00Z")).await;
+    let first = clock.next_tick().await.unwrap();
+    assert_eq!(first.at, at("2026-11-24T09:00:00Z"));
+    assert_eq!(first.jobs.len(), 1);
+    let second = clock.next_tick().await.unwrap();
+    assert_eq!(second.at, at("2026-11-24T10:00:00Z"));
+    assert_eq!(second.jobs.len(), 1);
+    assert_eq!(clock.now(), at("2026-11-24T10:00:00Z"));
+
+    let reports = all_enqueued::<HourlyReport>(db.pool()).await;
+    let due: Vec<_> = reports.iter().map(|report| report.job.run_at).collect();
+    assert_eq!(
+        due,
+        [at("2026-11-24T09:00:00Z"), at("2026-11-24T10:00:00Z")]
+    );
+
+    // Another clock over the same instants (a second process, a leader change): nothing twice.
+    let mut again = ScheduleClock::start(&client, at("2026-11-24T08:30:00Z")).await;
+    assert!(again.next_tick().await.unwrap().jobs.is_empty());
+    assert!(again.next_tick().await.unwrap().jobs.is_empty());
+    assert_eq!(all_enqueued::<HourlyReport>(db.pool()).await.len(), 2);
+
+    // The jobs are due at their instants, which a drain with scheduled jobs runs.
+    let drained = Drain::new(&client)
+        .queue("reports")
+        .with_scheduled(true)
+        .run()
+        .await;
+    assert_eq!(drained.len(), 2);
+}
+
+#[pgq_testkit::test]
+async fn a_schedule_given_in_code_ticks_with_the_declared_ones(db: TestDatabase) {
+    let client = db.client();
+    let mut clock = ScheduleClock::start(&client, at("2026-11-24T08:59:40Z"))
+        .await
+        .with(Schedule::cron("*/15 * * * * *").name("ping"), || Ping {
+            from: "clock".into(),
+        })
+        .await;
+    let ticks = [
+        clock.next_tick().await.unwrap(),
+        clock.next_tick().await.unwrap(),
+    ];
+    assert_eq!(ticks[0].at, at("2026-11-24T08:59:45Z"));
+    assert_eq!(ticks[1].at, at("2026-11-24T09:00:00Z"));
+    // At 09:00 both schedules have an instant.
+    assert_eq!(ticks[1].jobs.len(), 2);
+    pgq_testkit::assert_enqueued_with::<Ping>(
+        db.pool(),
+        Expect::default().queue("pings").count(2),
+        |ping| ping.from == "clock",
+    )
+    .await;
+}
+
+#[pgq_testkit::test]
+async fn advancing_past_missed_instants_follows_each_policy(db: TestDatabase) {
+    let client = db.client();
+    let mut clock = ScheduleClock::start(&client, at("2026-11-24T08:30:00Z"))
+        .await
+        .with(
+            Schedule::cron("0 0 * * * *")
+                .name("catch-up")
+                .missed(Missed::Backfill(2)),
+            || Ping {
+                from: "backfill".into(),
+            },
+        )
+        .await
+        .with(
+            Schedule::cron("0 0 * * * *")
+                .name("once")
+                .missed(Missed::RunOnce),
+            || Ping {
+                from: "once".into(),
+            },
+        )
+        .await;
+    // 09:00, 10:00 and 11:00 pass with no worker running.
+    clock
+        .advance(std::time::Duration::from_secs(3 * 3600))
+        .await;
+    let pings = all_enqueued::<Ping>(db.pool()).await;
+    let count = |from: &str| pings.iter().filter(|ping| ping.task.from == from).count();
+    assert_eq!(count("backfill"), 2, "the last two missed instants");
+    assert_eq!(count("once"), 1);
+    assert!(
+        all_enqueued::<HourlyReport>(db.pool()).await.is_empty(),
+        "the declared schedule skips what it missed"
+    );
+}

@@ -1,0 +1,48 @@
+//! [`Dashboard`]: what every handler shares — the client, the configuration, the secret.
+
+use std::sync::Arc;
+
+use pgq_core::Client;
+use tokio::sync::Semaphore;
+
+use crate::config::DashboardConfig;
+use crate::secret::Secret;
+
+/// The router's state; cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Dashboard {
+    pub(crate) client: Client,
+    pub(crate) config: Arc<DashboardConfig>,
+    pub(crate) secret: Secret,
+    /// Permits for the job pages' live streams, each of which holds a pool connection.
+    pub(crate) live_streams: Arc<Semaphore>,
+}
+
+/// How many job pages at once follow their job live: each holds one of the pool's connections
+/// while it is open; pages beyond this many show the job as it was when loaded.
+pub(crate) const MAX_LIVE_STREAMS: usize = 4;
+
+impl Dashboard {
+    pub(crate) fn new(client: Client, config: DashboardConfig) -> Self {
+        Self {
+            client,
+            config: Arc::new(config),
+            secret: Secret::random(),
+            live_streams: Arc::new(Semaphore::new(MAX_LIVE_STREAMS)),
+        }
+    }
+
+    /// The link to `path` (which starts with `/`) under the mount prefix.
+    pub(crate) fn link(&self, path: &str) -> String {
+        format!("{}{path}", self.config.prefix)
+    }
+
+    /// The path cookies are scoped to: the mount prefix, or the root.
+    pub(crate) fn cookie_path(&self) -> &str {
+        if self.config.prefix.is_empty() {
+            "/"
+        } else {
+            &self.config.prefix
+        }
+    }
+}

@@ -1,0 +1,20 @@
+#![doc = include_str!("../README.md")]
+
+mod access;
+mod assets;
+mod chart;
+mod clock;
+mod config;
+mod cookie;
+mod csrf;
+mod dashboard;
+mod page;
+mod payload;
+mod percent;
+mod problem;
+mod router;
+mod secret;
+mod view;
+
+pub use config::{DashboardConfig, PayloadView};
+pub use router::router;

@@ -1,0 +1,69 @@
+//! `GET /jobs/{id}/live`: a job's changes as server-sent events, from the admin API's watch,
+//! until it finishes.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, Stream};
+use pgq_core::{Job, JobId};
+use serde_json::json;
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::dashboard::Dashboard;
+use crate::problem::Problem;
+
+/// A comment every so often, so that proxies keep an idle stream open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+pub(crate) async fn events(State(dashboard): State<Dashboard>, Path(id): Path<i64>) -> Response {
+    // A browser's EventSource gives up on a 503 instead of retrying: the page stays as loaded.
+    let Ok(permit) = dashboard.live_streams.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many job pages are following their jobs live",
+        )
+            .into_response();
+    };
+    match dashboard.client.watch(JobId::from(id)).await {
+        Ok(watch) => Sse::new(changes(watch, permit))
+            .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+            .into_response(),
+        Err(err) => Problem::from(err).page(&dashboard),
+    }
+}
+
+/// One `job` event a change; a `gone` event if the job was deleted or the watch failed, then
+/// the end. The permit goes when the stream does.
+fn changes(
+    watch: pgq_core::JobWatch,
+    permit: OwnedSemaphorePermit,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    stream::unfold(Some((watch, permit)), |state| async move {
+        let (mut watch, permit) = state?;
+        match watch.next().await {
+            Ok(Some(job)) => Some((Ok(job_event(&job)), Some((watch, permit)))),
+            Ok(None) => None,
+            Err(err) => Some((
+                Ok(Event::default().event("gone").data(err.to_string())),
+                None,
+            )),
+        }
+    })
+}
+
+/// What the job page's script updates: plain values it writes as text.
+fn job_event(job: &Job) -> Event {
+    let data = json!({
+        "status": job.status,
+        "progress": job.progress,
+        "stage": job.current_stage,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "worker": job.worker_id,
+    });
+    Event::default().event("job").data(data.to_string())
+}

@@ -1,0 +1,108 @@
+//! The access token the standalone dashboard takes, and a dashboard nested under a prefix.
+
+use chrono::Utc;
+use pgq_core::Schedule;
+use pgq_testkit::TestDatabase;
+use pgq_web::DashboardConfig;
+
+use crate::browser::Browser;
+use crate::support::{Ping, serve};
+
+const TOKEN: &str = "correct-horse-battery-staple";
+
+#[tokio::test]
+async fn the_access_token_is_asked_for_once_and_kept_in_an_http_only_cookie() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let served = serve(
+        client.clone(),
+        DashboardConfig::new().access_token(TOKEN),
+        "",
+    )
+    .await;
+    let browser = Browser::start().await;
+
+    browser.goto(&format!("{}/jobs", served.url)).await;
+    assert_eq!(browser.text("h1").await, "Sign in");
+    browser.screenshot("login").await;
+    assert!(browser.all("table.jobs, form.filters").await.is_empty());
+
+    browser
+        .find("#token")
+        .await
+        .send_keys("wrong")
+        .await
+        .unwrap();
+    browser.click("section.login button").await;
+    browser
+        .wait_for_text("p.notice", "not the access token")
+        .await;
+
+    browser.find("#token").await.send_keys(TOKEN).await.unwrap();
+    browser.click("section.login button").await;
+    browser.wait_for_text("h1", "Queues").await;
+    browser.goto(&format!("{}/jobs", served.url)).await;
+    assert_eq!(browser.text("h1").await, "Jobs");
+    let cookies = browser.run("return document.cookie;").await;
+    assert_eq!(cookies, "", "no script reads the session: {cookies}");
+
+    // Scripts and other tools may send the token as a bearer header instead.
+    let statuses = browser
+        .run_async(&format!(
+            "const done = arguments[arguments.length - 1];
+             Promise.all([
+               fetch('/workers', {{credentials: 'omit', headers: {{Authorization: 'Bearer {TOKEN}'}}}}),
+               fetch('/workers', {{credentials: 'omit', headers: {{Authorization: 'Bearer nope'}}}}),
+               fetch('/workers', {{credentials: 'omit'}}),
+             ]).then(rs => done(rs.map(r => r.status)));"
+        ))
+        .await;
+    assert_eq!(statuses, serde_json::json!([200, 401, 401]));
+
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn nested_under_a_prefix_every_link_stays_under_it() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(Ping { n: 1 }).await.unwrap().id();
+    let served = serve(client.clone(), DashboardConfig::new(), "/admin/jobs").await;
+    let browser = Browser::start().await;
+
+    browser.goto(&served.url).await;
+    assert_eq!(browser.text("h1").await, "Queues");
+    browser.click("a.queue-name").await;
+    browser.wait_for_text("h1", "Jobs").await;
+    browser.click(&format!("tr[data-job='{id}'] a")).await;
+    browser.wait_for_text("h1", &format!("Job {id}")).await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), format!("/admin/jobs/jobs/{id}"));
+    browser.click("header.top nav a:nth-child(3)").await;
+    browser.wait_for_text("h1", "Workers").await;
+    // Styled: the stylesheet came from under the prefix too.
+    let background = browser
+        .run("return getComputedStyle(document.querySelector('header.top')).backgroundColor;")
+        .await;
+    assert_eq!(background, "rgb(22, 27, 38)");
+
+    // The schedules page, and its task link, stay under the prefix too.
+    let schedule = Schedule::cron("0 0 * * * *").name("hourly-ping");
+    pgq_core::__testkit::enqueue_due(&client, schedule, || Ping { n: 2 }, Utc::now())
+        .await
+        .unwrap();
+    browser.click("header.top nav a:nth-child(4)").await;
+    browser.wait_for_text("h1", "Schedules").await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), "/admin/jobs/schedules");
+    browser
+        .click("tr[data-schedule='hourly-ping'] td.task a")
+        .await;
+    browser.wait_for_text("h1", "Jobs").await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), "/admin/jobs/jobs");
+    assert_eq!(url.query(), Some("task=Ping"));
+    browser.find(&format!("tr[data-job='{id}']")).await;
+
+    browser.close().await;
+}

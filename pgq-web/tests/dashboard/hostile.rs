@@ -1,0 +1,121 @@
+//! Hostile values from the database render as text: a payload, an error, a tag and a schedule's
+//! name holding markup never run in the page; a hostile queue name in a form is refused.
+
+use chrono::Utc;
+use pgq_core::{JobStatus, Schedule};
+use pgq_testkit::TestDatabase;
+use pgq_web::DashboardConfig;
+use serde_json::json;
+
+use crate::browser::Browser;
+use crate::support::{Deliver, serve};
+
+const SCRIPT: &str = "<script>window.pwned = 1</script>";
+const IMG: &str = "<img src=x onerror=\"window.pwned = 2\">";
+
+#[tokio::test]
+async fn hostile_payloads_errors_and_names_render_as_text() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client
+        .enqueue(Deliver {
+            to: format!("{SCRIPT}{IMG}"),
+        })
+        .await
+        .unwrap()
+        .id();
+    // A failed attempt whose error and task name hold markup, as a hand-written row could.
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'w',
+             claimed_at = now(), started_at = now(), lease_expires_at = now() WHERE id = $1",
+    )
+    .bind(id.get())
+    .execute(db.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = 'failed', phase = 2, completed_at = now(),
+             last_error = $2, errors = pgq.append_error(errors, 1, $2, 10),
+             meta = $3
+         WHERE id = $1",
+    )
+    .bind(id.get())
+    .bind(format!("{IMG} {SCRIPT}"))
+    .bind(json!({"tags": {"note": SCRIPT}}))
+    .execute(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        client.job(id).await.unwrap().unwrap().status,
+        JobStatus::Failed
+    );
+    // A schedule whose name holds markup, registered as a leader's first step would.
+    let hostile = Schedule::cron("0 0 * * * *").name(format!("{SCRIPT}{IMG}"));
+    let make = || Deliver {
+        to: "ops@example.com".into(),
+    };
+    pgq_core::__testkit::enqueue_due(&client, hostile, make, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(client.schedules().await.unwrap().len(), 1);
+    let served = serve(client.clone(), DashboardConfig::new(), "").await;
+    let browser = Browser::start().await;
+
+    for page in [
+        "/schedules".to_owned(),
+        format!("/jobs/{id}"),
+        "/jobs".to_owned(),
+    ] {
+        browser.goto(&format!("{}{page}", served.url)).await;
+        let text = browser.page_text().await;
+        assert!(text.contains(SCRIPT), "{page} shows the markup as text");
+        assert!(text.contains("onerror="), "{page} shows the markup as text");
+        assert_eq!(
+            browser.run("return window.pwned === undefined;").await,
+            true,
+            "nothing ran on {page}"
+        );
+        assert_eq!(
+            browser.all("img").await.len(),
+            0,
+            "no element was made on {page}"
+        );
+        assert_eq!(
+            browser.all("script").await.len(),
+            1,
+            "only the dashboard's own script on {page}"
+        );
+    }
+    browser.screenshot("hostile").await;
+
+    // A queue name outside the rules, posted with a valid token, is refused with its reason.
+    browser.goto(&served.url).await;
+    let answer = browser
+        .run_async(
+            "const done = arguments[arguments.length - 1];
+             fetch('/jobs', {credentials: 'same-origin'})
+               .then(r => r.text())
+               .then(html => {
+                 const token = new DOMParser().parseFromString(html, 'text/html')
+                   .querySelector('input[name=csrf]').value;
+                 const body = new URLSearchParams({csrf: token, queue: '<script>x</script>'});
+                 return fetch('/queues/pause', {method: 'POST', body});
+               })
+               .then(r => r.text().then(t => done([r.status, t])));",
+        )
+        .await;
+    assert_eq!(answer[0], 400);
+    let page = answer[1].as_str().unwrap();
+    assert!(page.contains("&lt;script&gt;x&lt;/script&gt;"), "{page}");
+    assert!(!page.contains("<script>x"), "{page}");
+    assert!(
+        client
+            .queues()
+            .await
+            .unwrap()
+            .iter()
+            .all(|q| q.paused_at.is_none())
+    );
+
+    browser.close().await;
+}
