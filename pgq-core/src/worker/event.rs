@@ -33,7 +33,9 @@ pub enum WorkerEvent {
         /// The attempt, starting at 1.
         attempt: i32,
     },
-    /// An attempt ended and its outcome was recorded (or found fenced off).
+    /// An attempt ended and its outcome was recorded (or found fenced off). A retry due at
+    /// once may start, and even end, before its previous attempt's `JobFinished` arrives:
+    /// order one job's reports by `attempt`.
     JobFinished {
         /// The job.
         id: JobId,

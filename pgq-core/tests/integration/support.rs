@@ -36,6 +36,35 @@ pub(crate) async fn finished(
         .unwrap_or_else(|_| panic!("job {id} did not finish within {LIMIT:?}"))
 }
 
+/// The first `count` attempts of `id` to finish, as (attempt, outcome, error), in the order
+/// they were reported.
+pub(crate) async fn attempts_finished(
+    events: &mut broadcast::Receiver<WorkerEvent>,
+    id: JobId,
+    count: usize,
+) -> Vec<(i32, JobOutcome, Option<String>)> {
+    let wait = async {
+        let mut reports = Vec::with_capacity(count);
+        while reports.len() < count {
+            if let WorkerEvent::JobFinished {
+                id: finished,
+                attempt,
+                outcome,
+                error,
+                ..
+            } = events.recv().await.expect("worker events ended")
+                && finished == id
+            {
+                reports.push((attempt, outcome, error));
+            }
+        }
+        reports
+    };
+    tokio::time::timeout(LIMIT, wait)
+        .await
+        .unwrap_or_else(|_| panic!("{count} attempts of job {id} did not finish within {LIMIT:?}"))
+}
+
 /// The outcomes of all of `ids`, in whatever order they finish.
 pub(crate) async fn all_finished(
     events: &mut broadcast::Receiver<WorkerEvent>,

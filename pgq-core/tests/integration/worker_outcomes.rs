@@ -147,13 +147,17 @@ async fn out_of_attempts_the_job_fails_and_keeps_the_last_errors() {
         .unwrap();
     let mut events = worker.events();
     let handle = worker.start();
-    for attempt in 1..=12 {
-        let (outcome, error) = support::finished(&mut events, id).await;
+    // A retry due at once may start, and even end, before the previous attempt's report
+    // arrives: the reports are put in order by their attempt.
+    let mut reports = support::attempts_finished(&mut events, id, 12).await;
+    reports.sort_by_key(|(attempt, ..)| *attempt);
+    for (attempt, (reported, outcome, error)) in (1..=12).zip(reports) {
         let expected = if attempt < 12 {
             JobOutcome::Retrying
         } else {
             JobOutcome::Failed
         };
+        assert_eq!(reported, attempt);
         assert_eq!(outcome, expected, "attempt {attempt}");
         assert_eq!(error, Some(format!("failure {attempt}")));
     }
