@@ -8,13 +8,13 @@ use crate::rate_limit::RateLimit;
 use crate::store;
 
 impl Client {
-    /// Lets at most `limit` jobs of `queue` be claimed or running at once across all workers
-    /// (`None`: no limit), whatever each worker's concurrency; jobs claimed ahead of a free slot
-    /// count. Enforced in the claim statement, in the database: the claimers of a limited queue
-    /// take turns on the queue's row and count what is held cluster-wide (see
-    /// docs/scheduling.md). Every worker serving the queue applies a new
-    /// limit within a second, as it does a pause; a lower limit lets running jobs finish and
-    /// claims nothing until the queue is under it. Queues without a limit pay nothing for it.
+    /// Lets at most `limit` handlers of `queue` run at once across all workers (`None`: no
+    /// limit), whatever each worker's concurrency. Enforced by the database: each worker leases
+    /// seats of the limit and runs no more of the queue's handlers than its seats, and the live
+    /// leases together never hold more seats than the limit (see docs/scheduling.md). Every
+    /// worker serving the queue applies a new limit within a second, as it does a pause; a lower
+    /// limit lets running jobs finish and starts none until the queue is under it. The claims
+    /// of a limited queue cost what any claim costs; queues without a limit pay nothing for it.
     /// A limit of 0 is refused with [`Error::InvalidQueue`]: pause the queue instead.
     ///
     /// ```no_run

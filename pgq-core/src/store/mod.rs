@@ -27,6 +27,7 @@ pub(crate) mod queues;
 pub(crate) mod schedules;
 pub(crate) mod schema;
 pub(crate) mod search;
+pub(crate) mod seats;
 pub(crate) mod sql;
 pub(crate) mod testing;
 pub(crate) mod tick;

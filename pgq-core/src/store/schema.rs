@@ -73,6 +73,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0009_scheduling.sql",
         sql: include_str!("../../migrations/0009_scheduling.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_queue_seats.sql",
+        sql: include_str!("../../migrations/0010_queue_seats.sql"),
+    },
 ];
 
 /// The transaction-scoped advisory lock taken while migrating ("pgq_migr" in ASCII).

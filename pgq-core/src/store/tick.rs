@@ -32,13 +32,14 @@ WITH commit_mode AS MATERIALIZED (
 }
 
 /// The statement after its completions: starts, the claim, and what comes back. A queue with a
-/// concurrency limit gets the `limited` form: the room its limit leaves bounds the claim, and
-/// comes back as a row of its own.
+/// rate limit gets the `rated` form: the room its tokens leave bounds the claim, and comes back
+/// as a row of its own. (A queue's concurrency limit costs its claims nothing: the worker's
+/// seats, `store::seats`, bound its running handlers instead.)
 macro_rules! tick_tail {
     () => {
         tick_tail!("", "", "$8", "", "")
     };
-    (limited) => {
+    (rated) => {
         tick_tail!(
             room!(),
             "",
@@ -119,7 +120,8 @@ SELECT 'commit', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM co
     };
 }
 
-/// The room a queue's limits leave (`pgq.claimable`, migration 0009), evaluated first.
+/// The room a queue's rate limit leaves (`pgq.claimable`, migrations 0009 and 0010), evaluated
+/// first.
 macro_rules! room {
     () => {
         "
@@ -196,23 +198,20 @@ const TICK: &str = concat!(tick_head!(), keeping!(), tick_tail!());
 /// Completed jobs are deleted.
 const TICK_DELETING: &str = concat!(tick_head!(), deleting!(), tick_tail!());
 
-/// [`TICK`] for a queue with a concurrency limit. `pgq.claimable` (migration 0009) locks the
-/// queue's row until the statement's transaction ends, so that the claimers of the queue take
-/// turns, and counts the jobs held across all workers in a query of its own. Under READ
-/// COMMITTED a statement's snapshot is taken when it starts: a count written in this statement
-/// would read the snapshot from before the lock wait, and two claimers could both see room for
-/// the last slot; a volatile plpgsql function's queries each take a fresh snapshot, so the count
-/// sees every claim committed before the lock was granted. The claim itself is safe with the
-/// old snapshot: `FOR UPDATE` rechecks each row's latest version and skips those claimed since.
-const TICK_LIMITED: &str = concat!(tick_head!(), keeping!(), tick_tail!(limited));
+/// [`TICK`] for a queue with a rate limit. `pgq.claimable` (migration 0010) locks the queue's
+/// row until the statement's transaction ends, so that the claimers of the queue take turns at
+/// its token bucket, and counts the due jobs the tokens may take in a query of its own. The claim
+/// itself is safe with the statement's snapshot: `FOR UPDATE` rechecks each row's latest version
+/// and skips those claimed since.
+const TICK_RATED: &str = concat!(tick_head!(), keeping!(), tick_tail!(rated));
 
-/// [`TICK_DELETING`] for a queue with a concurrency limit.
-const TICK_DELETING_LIMITED: &str = concat!(tick_head!(), deleting!(), tick_tail!(limited));
+/// [`TICK_DELETING`] for a queue with a rate limit.
+const TICK_DELETING_RATED: &str = concat!(tick_head!(), deleting!(), tick_tail!(rated));
 
 /// [`TICK`] for a worker whose tasks include one with a concurrency key. After
-/// `pgq.claimable` (the queue's own limits), `pgq.claimable_keyed` (migration 0009) locks the
+/// `pgq.claimable` (the queue's rate limit), `pgq.claimable_keyed` (migration 0009) locks the
 /// queue's row and picks, in a snapshot taken after the lock, the jobs each key's limit leaves
-/// room for; the claim locks those that are still pending, as [`TICK_LIMITED`] does.
+/// room for; the claim locks those that are still pending, as [`TICK_RATED`] does.
 const TICK_KEYED: &str = concat!(tick_head!(), keeping!(), tick_tail!(keyed));
 
 /// [`TICK_DELETING`] for a worker with keyed tasks.
@@ -263,9 +262,8 @@ pub(crate) struct TickRequest<'a> {
     pub(crate) durable: bool,
     /// Whether completed jobs are deleted rather than kept.
     pub(crate) delete_completed: bool,
-    /// Whether the queue has a concurrency limit: the claim takes no more than the room it
-    /// leaves across all workers.
-    pub(crate) limited: bool,
+    /// Whether the queue has a rate limit: the claim takes no more jobs than it has tokens for.
+    pub(crate) rated: bool,
     /// Whether the worker runs a task with a concurrency key: the claim takes no more of each
     /// key than its limit leaves across all workers.
     pub(crate) keyed: bool,
@@ -280,8 +278,8 @@ pub(crate) struct TickResult {
     pub(crate) started: Vec<JobId>,
     /// Newly claimed jobs, in claim order.
     pub(crate) claimed: Vec<ClaimedJob>,
-    /// The queue's concurrency or rate limit, or a concurrency key's limit, allowed fewer jobs than
-    /// the claim asked for.
+    /// The queue's rate limit, or a concurrency key's limit, allowed fewer jobs than the claim
+    /// asked for.
     pub(crate) limit_reached: bool,
     /// The queue's rate limit ran out of tokens: the next is due after this long.
     pub(crate) next_token: Option<std::time::Duration>,
@@ -292,13 +290,13 @@ pub(crate) async fn tick(
     conn: &mut PgConnection,
     request: &TickRequest<'_>,
 ) -> Result<TickResult> {
-    let statement = match (request.delete_completed, request.limited, request.keyed) {
+    let statement = match (request.delete_completed, request.rated, request.keyed) {
         (false, _, true) => TICK_KEYED,
         (true, _, true) => TICK_DELETING_KEYED,
         (false, false, false) => TICK,
         (true, false, false) => TICK_DELETING,
-        (false, true, false) => TICK_LIMITED,
-        (true, true, false) => TICK_DELETING_LIMITED,
+        (false, true, false) => TICK_RATED,
+        (true, true, false) => TICK_DELETING_RATED,
     };
     let durable = request.durable && !request.complete.is_empty();
     let rows = sqlx::query(store.sql(statement))
@@ -378,8 +376,8 @@ mod tests {
         crate::store::sql::assert_renders(&[
             super::TICK,
             super::TICK_DELETING,
-            super::TICK_LIMITED,
-            super::TICK_DELETING_LIMITED,
+            super::TICK_RATED,
+            super::TICK_DELETING_RATED,
             super::TICK_KEYED,
             super::TICK_DELETING_KEYED,
         ]);
@@ -393,8 +391,8 @@ mod tests {
     }
 
     #[test]
-    fn the_limit_function_is_called_in_its_schema() {
-        let rendered = crate::store::sql::render(super::TICK_LIMITED, "jobs2");
+    fn the_rate_function_is_called_in_its_schema() {
+        let rendered = crate::store::sql::render(super::TICK_RATED, "jobs2");
         assert!(
             rendered.contains("FROM \"jobs2\".claimable($6, "),
             "{rendered}"

@@ -95,11 +95,12 @@ struct Dispatcher {
     failing: bool,
     /// Whether the queue was last reported paused (`WorkerEvent::QueuePaused`).
     reported_paused: bool,
-    /// The last claim got fewer jobs than it asked for because of the queue's limit: this
-    /// worker's next completions free room, so they wake the claims (room that other workers
-    /// free is found at the next poll or notification), rather than claims that find none.
+    /// The last claim got fewer jobs than it asked for because of a concurrency key's limit (or
+    /// the queue's rate limit): this worker's next completions free room, so they wake the
+    /// claims (room that other workers free is found at the next poll or notification), rather
+    /// than claims that find none.
     limit_reached: bool,
-    /// Ticks applied that wrote completions: room freed in a limited queue.
+    /// Ticks applied that wrote completions: room freed for a limited key.
     completing_ticks: u64,
 }
 
@@ -137,7 +138,9 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
             d.limit_reached = false;
             d.pacing.woken();
         }
-        if stop {
+        if stop || d.queue.seated() && d.queue.allowed() == 0 {
+            // Stopping, or left without seats of a limited queue (other workers hold them all,
+            // or the lease ran out): what waits here runs sooner elsewhere.
             d.release_claimed().await;
         } else {
             d.start_claimed();
@@ -205,7 +208,7 @@ impl Dispatcher {
 
     /// Jobs the next claim asks for: none while the queue is paused (or not known not to be).
     fn want(&self) -> usize {
-        if self.queue.paused() {
+        if self.queue.paused() || self.queue.allowed() == 0 {
             return 0;
         }
         self.pacing.want(self.queue.free(), self.claimed.len())
@@ -326,8 +329,8 @@ impl Dispatcher {
                 run_now: claim.run_now,
                 durable: dispatch.durable,
                 delete_completed: dispatch.delete_completed,
-                // Only a queue with a concurrency limit takes the limited claim.
-                limited: queue.limited(),
+                // Only a queue with a rate limit takes the rate-limited claim.
+                rated: queue.rated(),
                 // Only the queue of a task with a concurrency key bounds its claims by key.
                 keyed: tasks.keyed_on(&queue.name),
             };
@@ -436,8 +439,9 @@ impl Dispatcher {
         self.claimed.extend(ahead);
     }
 
-    /// Keeps a limited queue claiming without polling for room: a claim cut short by the limit
-    /// waits for this worker's next completions, unless some were written after its count.
+    /// Keeps a queue with limited keys claiming without polling for room: a claim cut short by a
+    /// key's limit waits for this worker's next completions, unless some were written after its
+    /// count.
     fn note_limit(&mut self, result: &TickResult, completing_ticks_when_sent: u64) {
         if let Some(wait) = result.next_token {
             // Out of tokens: sleep until the next is due, then claim (a poll, brought forward).

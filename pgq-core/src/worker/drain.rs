@@ -68,8 +68,8 @@ pub(crate) async fn drain(
                 run_now: 1,
                 durable: true,
                 delete_completed: false,
-                // One job at a time, inline: a queue's limit is not read, as its pause is not.
-                limited: false,
+                // One job at a time, inline: a queue's limits are not read, as its pause is not.
+                rated: false,
                 keyed: false,
             };
             let claimed = run!(db, |conn| store::tick::tick(db, conn, &request))?.claimed;

@@ -4,19 +4,23 @@
 //! flags, which its dispatcher reads before
 //! every claim. It reads at start, when the listener hears a queue's notification, and every
 //! [`interval`] as the fallback for a lost notification or a worker behind a pooler, which does
-//! not listen. The claim statement of a queue without a limit never reads `pgq.queues`: a
-//! paused or limited queue costs the others nothing.
+//! not listen. With each read it renews the worker's seats of each limited queue
+//! (`store::seats`), which bound how many of the queue's handlers the worker runs at once. The
+//! claim statement of a queue without a rate limit never reads `pgq.queues`: a paused or limited
+//! queue costs the others nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::store;
 use crate::store::Store;
 use crate::store::queues::Settings;
+use crate::store::seats::Lease;
 use crate::worker::slots::QueueSlots;
 
 /// The shortest time between two periodic reads, whatever the poll interval.
@@ -36,6 +40,10 @@ pub(crate) struct SettingsReader {
     pub(crate) interval: Duration,
     /// Fired by the listener on a queue's notification: read now.
     pub(crate) check_now: Arc<Notify>,
+    /// The worker, whose seats of limited queues each read renews.
+    pub(crate) worker_id: String,
+    /// How long a lease of seats lasts unless renewed: as long as the worker's registration.
+    pub(crate) seats_lease: Duration,
 }
 
 impl SettingsReader {
@@ -72,9 +80,19 @@ impl SettingsReader {
                 .await?
                 .into_iter()
                 .collect();
+        let mut failed = None;
         for queue in &self.queues {
             let now = settings.get(&*queue.name).copied().unwrap_or_default();
-            // The limit first: setting the pause state lets a dispatcher claim, with the limit.
+            // The seats first: setting the pause state lets a dispatcher claim, within them.
+            if (now.limit.is_some() || queue.seated())
+                && let Err(err) = self.take_seats(queue).await
+            {
+                if !queue.seated() {
+                    // A limited queue runs nothing without a lease.
+                    queue.set_seats(Some((0, Instant::now())));
+                }
+                failed.get_or_insert(err);
+            }
             let limit_before = queue.set_limit(now.limit);
             let rated_before = queue.set_rated(now.rated);
             let before = queue.set_paused(now.paused);
@@ -107,6 +125,27 @@ impl SettingsReader {
                 }
             }
         }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Renews the worker's seats of a limited queue: all it can run, keeping those that may run
+    /// while the lease is asked for.
+    async fn take_seats(&self, queue: &QueueSlots) -> Result<()> {
+        let asked = Instant::now();
+        let lease = store::seats::take(
+            &self.store,
+            &queue.name,
+            &self.worker_id,
+            queue.concurrency,
+            queue.seats_to_keep(),
+            i64::try_from(self.seats_lease.as_millis()).unwrap_or(i64::MAX),
+        )
+        .await?;
+        // Counted from before the database started it: it runs out here first.
+        queue.set_seats(match lease {
+            Lease::Unlimited => None,
+            Lease::Allowed(seats) => Some((seats, asked + self.seats_lease)),
+        });
         Ok(())
     }
 }

@@ -1,10 +1,11 @@
 //! One queue's side of a worker: its free slots, what wakes its dispatcher, and how many of its
 //! attempts are still to be reported.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 #[derive(Debug)]
 pub(crate) struct QueueSlots {
@@ -23,12 +24,21 @@ pub(crate) struct QueueSlots {
     /// Whether an operator paused the queue: [`UNKNOWN`] until the worker first reads it, and
     /// claims wait until then, so that a worker started on a paused queue claims nothing.
     pause: AtomicU8,
-    /// The queue's cluster-wide concurrency limit as last read; [`NO_LIMIT`] for none. A limited
-    /// queue claims through the limited path (`store::tick::tick_limited`).
+    /// The queue's cluster-wide concurrency limit as last read; [`NO_LIMIT`] for none.
     limit: AtomicU32,
-    /// Whether the queue has a rate limit, as last read: it claims through the limited path too.
+    /// How many handlers the worker's seats of a limited queue let it run at once
+    /// (`store::seats`); [`UNSEATED`] on a queue without a limit, whose handlers only its
+    /// concurrency bounds.
+    seats: AtomicUsize,
+    /// When the seats' lease runs out unless renewed: from then on no handler starts.
+    seats_until: Mutex<Instant>,
+    /// Whether the queue has a rate limit, as last read: it claims through the rate-limited
+    /// path (`store::tick`).
     rated: AtomicBool,
 }
+
+/// The seats of a queue without a concurrency limit.
+const UNSEATED: usize = usize::MAX;
 
 /// The limit of a queue without one.
 const NO_LIMIT: u32 = 0;
@@ -63,6 +73,8 @@ impl QueueSlots {
             returned: AtomicUsize::new(0),
             pause: AtomicU8::new(UNKNOWN),
             limit: AtomicU32::new(NO_LIMIT),
+            seats: AtomicUsize::new(UNSEATED),
+            seats_until: Mutex::new(Instant::now()),
             rated: AtomicBool::new(false),
         })
     }
@@ -94,9 +106,53 @@ impl QueueSlots {
         }
     }
 
-    /// Whether the queue has a cluster-wide concurrency or rate limit, as last read.
-    pub(crate) fn limited(&self) -> bool {
-        self.limit.load(Ordering::SeqCst) != NO_LIMIT || self.rated.load(Ordering::SeqCst)
+    /// Whether the queue has a cluster-wide rate limit, as last read.
+    pub(crate) fn rated(&self) -> bool {
+        self.rated.load(Ordering::SeqCst)
+    }
+
+    /// Whether the worker holds (or held) seats of the queue's concurrency limit.
+    pub(crate) fn seated(&self) -> bool {
+        self.seats.load(Ordering::SeqCst) != UNSEATED
+    }
+
+    /// What to keep of the queue's seats while a new lease is asked for: every handler that may
+    /// run meanwhile. Before its first lease a queue runs nothing until its settings are read,
+    /// and up to its concurrency after (its limit is new).
+    pub(crate) fn seats_to_keep(&self) -> usize {
+        let seats = match self.seats.load(Ordering::SeqCst) {
+            UNSEATED if self.pause_state().is_none() => 0,
+            seats => seats.min(self.concurrency),
+        };
+        seats.max(self.running())
+    }
+
+    /// Records a lease of the queue's seats (`None`: the queue has no limit any more). More
+    /// seats wake the dispatcher, to claim for them.
+    pub(crate) fn set_seats(&self, seats: Option<(usize, Instant)>) {
+        let (seats, until) = match seats {
+            Some((seats, until)) => (seats, until),
+            None => (UNSEATED, Instant::now()),
+        };
+        *self.seats_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+        let before = self.seats.swap(seats, Ordering::SeqCst);
+        if seats > before || seats == UNSEATED && before != UNSEATED {
+            self.wake.notify_one();
+        }
+    }
+
+    /// How many handlers may run at once now: the concurrency, or fewer on a limited queue.
+    pub(crate) fn allowed(&self) -> usize {
+        let seats = self.seats.load(Ordering::SeqCst);
+        if seats == UNSEATED {
+            return self.concurrency;
+        }
+        let until = *self.seats_until.lock().unwrap_or_else(|e| e.into_inner());
+        if Instant::now() >= until {
+            // A lease not renewed in time may be someone else's now.
+            return 0;
+        }
+        seats.min(self.concurrency)
     }
 
     /// Records whether the queue has a rate limit; returns what was known before.
@@ -110,8 +166,12 @@ impl QueueSlots {
         (before != NO_LIMIT).then_some(before)
     }
 
-    /// A free slot, counted as active, if there is one.
+    /// A free slot, counted as active, if there is one. Only the dispatcher takes slots, so
+    /// that none is taken between the count and the take.
     pub(crate) fn try_slot(self: &Arc<Self>) -> Option<Slot> {
+        if self.free() == 0 {
+            return None;
+        }
         let permit = self.slots.clone().try_acquire_owned().ok()?;
         self.active.fetch_add(1, Ordering::SeqCst);
         Some(Slot {
@@ -122,14 +182,18 @@ impl QueueSlots {
         })
     }
 
-    /// Slots free now.
+    /// Slots free now: of the concurrency, and of the seats on a limited queue.
     pub(crate) fn free(&self) -> usize {
-        self.slots.available_permits()
+        let available = self.slots.available_permits();
+        if !self.seated() {
+            return available;
+        }
+        available.min(self.allowed().saturating_sub(self.running()))
     }
 
     /// Handlers running now.
     pub(crate) fn running(&self) -> usize {
-        self.concurrency - self.free().min(self.concurrency)
+        self.concurrency - self.slots.available_permits().min(self.concurrency)
     }
 
     /// Attempts whose outcome is not reported yet.
@@ -165,6 +229,10 @@ impl Drop for Active {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
     use super::QueueSlots;
 
     #[test]
@@ -178,5 +246,29 @@ mod tests {
         assert_eq!(queue.set_paused(true), Some(false));
         assert!(queue.paused());
         assert_eq!(queue.set_paused(true), Some(true));
+    }
+
+    #[test]
+    fn seats_bound_the_handlers_of_a_limited_queue_until_their_lease_runs_out() {
+        let queue = QueueSlots::new("email", 4);
+        assert_eq!((queue.free(), queue.allowed()), (4, 4), "no limit");
+        let later = Instant::now() + Duration::from_secs(60);
+        queue.set_seats(Some((2, later)));
+        let first = queue.try_slot().expect("a seat");
+        assert_eq!(queue.free(), 1);
+        let second = queue.try_slot().expect("a seat");
+        assert!(queue.try_slot().is_none(), "two seats, two handlers");
+        assert_eq!(queue.seats_to_keep(), 2);
+        queue.set_seats(Some((1, later)));
+        drop(first.handler_returned());
+        assert_eq!(queue.free(), 0, "one seat left, and its handler runs");
+        assert_eq!(queue.seats_to_keep(), 1);
+        drop(second.handler_returned());
+        assert_eq!(queue.free(), 1);
+        queue.set_seats(Some((3, Instant::now())));
+        assert_eq!(queue.free(), 0, "a lease run out starts nothing");
+        queue.set_seats(None);
+        assert_eq!(queue.free(), 4, "the limit lifted");
+        assert!(!queue.seated());
     }
 }

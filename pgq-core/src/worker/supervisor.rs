@@ -165,6 +165,8 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         queues: runtime.queues.clone(),
         interval: queue_settings::interval(config.poll_interval),
         check_now: pause_changed,
+        worker_id: config.worker_id.clone(),
+        seats_lease: config.heartbeat_interval * MISSED_HEARTBEATS,
     };
     let settings_reader = tokio::spawn(settings_reader.run(runtime.stopping.clone()));
     let rescuer = Rescuer {
@@ -247,6 +249,9 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         let _ = upkeep.await;
     }
     let own = executor.client.store().on(runtime.upkeep_pool.clone());
+    if let Err(err) = store::seats::release(&own, &executor.worker_id).await {
+        tracing::warn!(error = %err, "could not give back the worker's seats of limited queues; their lease runs out");
+    }
     if let Err(err) = store::workers::remove(&own, &executor.worker_id).await {
         tracing::warn!(error = %err, "could not remove the worker's registration; it expires");
     }

@@ -89,11 +89,12 @@ async fn two_workers_together_run_no_more_than_the_limit() {
         .enqueue_many((0..jobs).map(|n| Limited { n }))
         .await
         .unwrap();
+    support::eventually(|| async { (overlap.running.load(Ordering::SeqCst) == 2).then_some(()) })
+        .await;
     for done in 0..jobs {
-        // Two handlers run (or the last one): let one finish, and the next takes its place.
-        let expected = (jobs - done).min(2) as usize;
+        // Let one running handler finish; the next job takes its seat.
         support::eventually(|| async {
-            (overlap.running.load(Ordering::SeqCst) == expected).then_some(())
+            (overlap.running.load(Ordering::SeqCst) > 0).then_some(())
         })
         .await;
         gate.add_permits(1);
@@ -111,42 +112,87 @@ async fn two_workers_together_run_no_more_than_the_limit() {
     second.shutdown().await.unwrap();
     // Eight slots between them, two at once.
     assert_eq!(overlap.peak.load(Ordering::SeqCst), 2);
+    let leases: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.queue_seats")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(leases, 0, "a worker that stops gives its seats back");
 }
 
-/// The race the limit must win: a claimer that waited for the queue's lock counts the claim
-/// its predecessor committed meanwhile, although its own statement started before that commit.
+/// What `pgq.take_seats` leases: (seats recorded, handlers allowed).
+async fn take_seats(
+    db: &TestDatabase,
+    worker: &str,
+    wanted: i32,
+    keep: i32,
+    lease_ms: i64,
+) -> (Option<i32>, Option<i32>) {
+    sqlx::query_as("SELECT seats, allowed FROM pgq.take_seats('limited', $1, $2, $3, $4)")
+        .bind(worker)
+        .bind(wanted)
+        .bind(keep)
+        .bind(lease_ms)
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
+}
+
+/// Seats are shared out: a worker that holds them all gives back down to its fair share once
+/// another wants some, but keeps those its running handlers still use; a lease that runs out
+/// frees its seats; a lifted limit drops the leases.
 #[tokio::test]
-async fn a_claimer_that_waited_for_the_lock_counts_the_claim_committed_before_it() {
+async fn seats_are_shared_out_and_given_back_only_once_free() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.set_queue_limit("limited", Some(4)).await.unwrap();
+    let minute = 60_000;
+    assert_eq!(take_seats(&db, "a", 8, 0, minute).await, (Some(4), Some(4)));
+    assert_eq!(
+        take_seats(&db, "b", 8, 0, minute).await,
+        (Some(0), Some(0)),
+        "all taken"
+    );
+    // `a` is allowed its share, 2, but four of its handlers may still run.
+    assert_eq!(take_seats(&db, "a", 8, 4, minute).await, (Some(4), Some(2)));
+    assert_eq!(take_seats(&db, "b", 8, 0, minute).await, (Some(0), Some(0)));
+    // Two of them returned: two seats are free, and `b` takes them.
+    assert_eq!(take_seats(&db, "a", 8, 2, minute).await, (Some(2), Some(2)));
+    assert_eq!(take_seats(&db, "b", 8, 0, minute).await, (Some(2), Some(2)));
+    // `b`'s lease runs out unrenewed: its seats are `a`'s to take.
+    assert_eq!(take_seats(&db, "b", 8, 2, 0).await, (Some(2), Some(2)));
+    assert_eq!(take_seats(&db, "a", 8, 2, minute).await, (Some(4), Some(4)));
+
+    client.set_queue_limit("limited", None).await.unwrap();
+    assert_eq!(take_seats(&db, "a", 8, 4, minute).await, (None, None));
+    let leases: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pgq.queue_seats WHERE worker_id = 'a'")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(leases, 0);
+}
+
+/// The race the limit must win: a worker that waited for the queue's lock counts the seats
+/// its predecessor leased meanwhile, although its own statement started before that commit.
+#[tokio::test]
+async fn a_lease_that_waited_for_the_lock_counts_the_seats_leased_before_it() {
     let db = TestDatabase::new().await;
     let client = db.client();
     client.set_queue_limit("limited", Some(1)).await.unwrap();
-    let job = client.enqueue(Limited { n: 1 }).await.unwrap().id();
-    client.enqueue(Limited { n: 2 }).await.unwrap();
-    let claimable = "SELECT room FROM pgq.claimable('limited', '{}', $1, 10, '{Limited}')";
+    let lease = "SELECT allowed FROM pgq.take_seats('limited', $1, 4, 0, 60000)";
 
     let mut first = db.pool().begin().await.unwrap();
-    let room: Option<i64> = sqlx::query_scalar(claimable)
+    let allowed: Option<i32> = sqlx::query_scalar(lease)
         .bind("first")
         .fetch_one(&mut *first)
         .await
         .unwrap();
-    assert_eq!(room, Some(1));
-    // The first claimer takes the one slot, as its claim statement would.
-    sqlx::query(
-        "UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'first',
-                claimed_at = now(), started_at = now(),
-                lease_expires_at = now() + interval '1 hour'
-         WHERE id = $1",
-    )
-    .bind(job.get())
-    .execute(&mut *first)
-    .await
-    .unwrap();
+    assert_eq!(allowed, Some(1));
 
-    // The second claimer's statement starts now, and waits for the queue's lock.
+    // The second worker's statement starts now, and waits for the queue's lock.
     let pool = db.pool().clone();
     let second = tokio::spawn(async move {
-        sqlx::query_scalar::<_, Option<i64>>(claimable)
+        sqlx::query_scalar::<_, Option<i32>>(lease)
             .bind("second")
             .fetch_one(&pool)
             .await
@@ -156,7 +202,7 @@ async fn a_claimer_that_waited_for_the_lock_counts_the_claim_committed_before_it
         let waiting: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity
              WHERE datname = current_database() AND wait_event_type = 'Lock'
-               AND query LIKE '%claimable%'",
+               AND query LIKE '%take_seats%'",
         )
         .fetch_one(db.pool())
         .await
@@ -168,6 +214,6 @@ async fn a_claimer_that_waited_for_the_lock_counts_the_claim_committed_before_it
     assert_eq!(
         second.await.unwrap(),
         Some(0),
-        "the committed claim is counted"
+        "the committed lease is counted"
     );
 }
