@@ -33,6 +33,15 @@ pub(crate) fn interval(poll_interval: Duration) -> Duration {
     poll_interval.clamp(MIN_INTERVAL, MAX_INTERVAL)
 }
 
+/// How many reads a lease of seats outlasts: a renewal or two may fail or come late.
+const READS_PER_LEASE: u32 = 4;
+
+/// How long a lease of seats lasts: as long as the worker's registration (`alive_for`), and
+/// never less than a few of the reads that renew it.
+pub(crate) fn seats_lease(alive_for: Duration, interval: Duration) -> Duration {
+    alive_for.max(interval * READS_PER_LEASE)
+}
+
 #[derive(Debug)]
 pub(crate) struct SettingsReader {
     pub(crate) store: Store,
@@ -154,7 +163,7 @@ impl SettingsReader {
 mod tests {
     use std::time::Duration;
 
-    use super::{MAX_INTERVAL, MIN_INTERVAL, interval};
+    use super::{MAX_INTERVAL, MIN_INTERVAL, interval, seats_lease};
 
     #[test]
     fn the_interval_follows_polling_within_bounds() {
@@ -164,5 +173,16 @@ mod tests {
         );
         assert_eq!(interval(Duration::from_secs(5)), MAX_INTERVAL);
         assert_eq!(interval(Duration::from_millis(1)), MIN_INTERVAL);
+    }
+
+    #[test]
+    fn a_lease_of_seats_outlasts_several_renewals() {
+        let second = Duration::from_secs(1);
+        assert_eq!(seats_lease(20 * second, second), 20 * second);
+        assert_eq!(
+            seats_lease(Duration::from_millis(40), second),
+            4 * second,
+            "a quick heartbeat does not shorten it below the renewals"
+        );
     }
 }

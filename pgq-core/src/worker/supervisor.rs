@@ -160,13 +160,17 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     };
     let heartbeat = tokio::spawn(maintenance::run(heartbeat, finished));
     // Dispatchers claim nothing until it has read whether their queues are paused.
+    let settings_interval = queue_settings::interval(config.poll_interval);
     let settings_reader = SettingsReader {
         store: executor.client.store().on(runtime.upkeep_pool.clone()),
         queues: runtime.queues.clone(),
-        interval: queue_settings::interval(config.poll_interval),
+        interval: settings_interval,
         check_now: pause_changed,
         worker_id: config.worker_id.clone(),
-        seats_lease: config.heartbeat_interval * MISSED_HEARTBEATS,
+        seats_lease: queue_settings::seats_lease(
+            config.heartbeat_interval * MISSED_HEARTBEATS,
+            settings_interval,
+        ),
     };
     let settings_reader = tokio::spawn(settings_reader.run(runtime.stopping.clone()));
     let rescuer = Rescuer {
