@@ -18,19 +18,19 @@ const CONFLICT_ROUNDS: usize = 10;
 
 /// One row, and in the same statement (no CTE: a one-row insert pays for its plan nodes) the
 /// notification when `$9` asks for one and the job is due. A delay counts from the statement
-/// (`clock_timestamp()`), not from the start of the transaction it runs in.
+/// (`clock_timestamp()`), not from the start of the transaction it runs in. `$columns` and
+/// `$values` add what only some jobs have: a column left out takes its default, a constant the
+/// plan holds (migration 0011), where a value given, even NULL, is checked against the column's
+/// domain at every insert.
 macro_rules! insert_one {
-    ($on_conflict:literal) => {
-        insert_one!("", "", $on_conflict)
-    };
-    ($meta_column:literal, $meta_value:literal, $on_conflict:literal) => {
+    ($columns:literal, $values:literal, $on_conflict:expr) => {
         concat!(
-            "INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, unique_key, run_at",
-            $meta_column,
+            "INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, run_at",
+            $columns,
             ")
-            VALUES ($1, $2, $3, $4, $5::jsonb, $6,
+            VALUES ($1, $2, $3, $4, $5::jsonb,
                     COALESCE($7, clock_timestamp() + ($8 * interval '1 millisecond'))",
-            $meta_value,
+            $values,
             ")
             ",
             $on_conflict,
@@ -42,68 +42,69 @@ macro_rules! insert_one {
     };
 }
 
-/// [`insert_one`] for a job with metadata (tags, trace context): plain jobs never pay for the
-/// column's domain check.
-macro_rules! insert_one_with_meta {
-    ($on_conflict:literal) => {
-        insert_one!(", meta", ", $10::jsonb", $on_conflict)
+/// A unique key ($6) taken by an active job: no row.
+macro_rules! skip_taken_key {
+    () => {
+        "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2 DO NOTHING"
+    };
+}
+
+/// A unique key ($6) taken by a pending job: that job takes the new one's payload, priority and
+/// run time, and `$also`.
+macro_rules! replace_pending {
+    ($also:literal) => {
+        concat!(
+            "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2
+             DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority,
+                           run_at = EXCLUDED.run_at, ",
+            $also,
+            "updated_at = now()
+             WHERE pgq.jobs.status = 'pending'"
+        )
     };
 }
 
 /// Without a unique key there is nothing to conflict on, and a plain insert skips the
 /// speculative insertion `ON CONFLICT` costs every row.
-const INSERT_ONE: &str = insert_one!("");
+const INSERT_ONE: &str = insert_one!("", "", "");
 
-const INSERT_ONE_UNIQUE: &str = insert_one!(
-    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2 DO NOTHING"
+const INSERT_ONE_UNIQUE: &str = insert_one!(", unique_key", ", $6", skip_taken_key!());
+
+const REPLACE_ONE: &str = insert_one!(", unique_key", ", $6", replace_pending!(""));
+
+/// Jobs with metadata (tags, trace context), $10: plain jobs never pay for the column's domain
+/// check.
+const INSERT_ONE_META: &str = insert_one!(", meta", ", $10::jsonb", "");
+
+const INSERT_ONE_UNIQUE_META: &str =
+    insert_one!(", unique_key, meta", ", $6, $10::jsonb", skip_taken_key!());
+
+const REPLACE_ONE_META: &str = insert_one!(
+    ", unique_key, meta",
+    ", $6, $10::jsonb",
+    replace_pending!("meta = EXCLUDED.meta, ")
 );
 
-const REPLACE_ONE: &str = insert_one!(
-    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2
-     DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority,
-                   run_at = EXCLUDED.run_at, updated_at = now()
-     WHERE pgq.jobs.status = 'pending'"
+/// Jobs with a concurrency key: its key and limit ($11, $12) and its metadata, maybe NULL, so
+/// that plain jobs keep their statements.
+const INSERT_ONE_CONCURRENCY: &str = insert_one!(
+    ", meta, concurrency_key, concurrency_limit",
+    ", $10::jsonb, $11, $12",
+    ""
 );
 
-const INSERT_ONE_META: &str = insert_one_with_meta!("");
-
-const INSERT_ONE_UNIQUE_META: &str = insert_one_with_meta!(
-    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2 DO NOTHING"
-);
-
-const REPLACE_ONE_META: &str = insert_one_with_meta!(
-    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2
-     DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority,
-                   run_at = EXCLUDED.run_at, meta = EXCLUDED.meta, updated_at = now()
-     WHERE pgq.jobs.status = 'pending'"
-);
-
-/// [`insert_one`] for a job with a concurrency key: its key and limit ($11, $12) and its metadata,
-/// maybe NULL, so that plain jobs keep their statements.
-macro_rules! insert_one_with_concurrency {
-    ($on_conflict:literal) => {
-        insert_one!(
-            ", meta, concurrency_key, concurrency_limit",
-            ", $10::jsonb, $11, $12",
-            $on_conflict
-        )
-    };
-}
-
-const INSERT_ONE_CONCURRENCY: &str = insert_one_with_concurrency!("");
-
-const INSERT_ONE_UNIQUE_CONCURRENCY: &str = insert_one_with_concurrency!(
-    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2 DO NOTHING"
+const INSERT_ONE_UNIQUE_CONCURRENCY: &str = insert_one!(
+    ", unique_key, meta, concurrency_key, concurrency_limit",
+    ", $6, $10::jsonb, $11, $12",
+    skip_taken_key!()
 );
 
 /// A replace keeps the pending job's metadata when the new one has none, as [`REPLACE_ONE`]
 /// does.
-const REPLACE_ONE_CONCURRENCY: &str = insert_one_with_concurrency!(
-    "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2
-     DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority,
-                   run_at = EXCLUDED.run_at, meta = coalesce(EXCLUDED.meta, pgq.jobs.meta),
-                   updated_at = now()
-     WHERE pgq.jobs.status = 'pending'"
+const REPLACE_ONE_CONCURRENCY: &str = insert_one!(
+    ", unique_key, meta, concurrency_key, concurrency_limit",
+    ", $6, $10::jsonb, $11, $12",
+    replace_pending!("meta = coalesce(EXCLUDED.meta, pgq.jobs.meta), ")
 );
 
 const FIND_ACTIVE: &str = "SELECT id FROM pgq.jobs

@@ -78,6 +78,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0010_queue_seats.sql",
         sql: include_str!("../../migrations/0010_queue_seats.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_lighter_inserts.sql",
+        sql: include_str!("../../migrations/0011_lighter_inserts.sql"),
+    },
 ];
 
 /// The transaction-scoped advisory lock taken while migrating ("pgq_migr" in ASCII).

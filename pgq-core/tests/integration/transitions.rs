@@ -158,7 +158,13 @@ async fn a_held_job_must_name_its_worker_and_lease() {
         .execute(db.pool())
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("check constraint"), "{err}");
+    let code = err.as_database_error().and_then(|e| e.code());
+    assert_eq!(code.as_deref(), Some("23514"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("without its worker, claim time and lease"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
