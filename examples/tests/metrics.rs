@@ -15,6 +15,18 @@ use tokio::process::Command;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// Waits in a queue no worker of the test serves.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "unserved")]
+struct Unserved;
+
+#[async_trait]
+impl Handler for Unserved {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
 /// Succeeds, or fails every attempt, as its payload says.
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "metered", max_attempts = 2)]
@@ -111,6 +123,57 @@ async fn every_outcome_is_counted_and_timed_by_task_and_queue() {
     ] {
         assert!(gauges.iter().any(|g| g == gauge), "{gauge} in {gauges:?}");
     }
+
+    // The queues' depth follows the jobs waiting, whatever the finished jobs beside them: a
+    // worker's own queue with only finished jobs reads empty, a queue it does not serve reads
+    // its waiting job, and empty again once that job is gone.
+    let depth = |queue: &str, status: &str| {
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .find_map(|(key, _, _, value)| {
+                let key = key.key();
+                let labels: HashMap<&str, &str> =
+                    key.labels().map(|l| (l.key(), l.value())).collect();
+                match value {
+                    DebugValue::Gauge(value)
+                        if key.name() == "pgq_queue_jobs"
+                            && labels.get("queue") == Some(&queue)
+                            && labels.get("status") == Some(&status) =>
+                    {
+                        Some(value.into_inner())
+                    }
+                    _ => None,
+                }
+            })
+    };
+    let waiting = client.enqueue(Unserved).await.unwrap().id();
+    let worker = Worker::builder(client.clone())
+        .queue("metered", 2)
+        .rescue_interval(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let handle = worker.start();
+    let settled = |want: f64| async move {
+        tokio::time::timeout(LIMIT, async {
+            while depth("unserved", "due") != Some(want)
+                || depth("metered", "due") != Some(0.0)
+                || depth("metered", "running") != Some(0.0)
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    };
+    settled(1.0)
+        .await
+        .expect("the unserved queue reads its waiting job");
+    client.cancel(waiting).await.unwrap();
+    settled(0.0)
+        .await
+        .expect("the unserved queue reads empty again");
+    handle.shutdown().await.unwrap();
 }
 
 #[tokio::test]

@@ -1,10 +1,11 @@
 //! The cleaner: deletes finished jobs past their retention, in bounded batches, one process at a
 //! time (an advisory lock), so the table does not grow forever.
 //!
-//! A worker's cleaner deletes one batch a step and, while batches come back full, waits as long
-//! as the last one took before the next: a backlog of a busy hour is spread over the following
-//! minutes at no more than half of one connection's time, instead of one burst that the claims
-//! beside it queue behind. Once a batch comes back short, it waits its interval.
+//! A worker's cleaner deletes one batch a step and, while batches come back full, waits three
+//! times as long as the last one took before the next: a minute's or an hour's backlog is spread
+//! over the following seconds or minutes at no more than a quarter of one connection's time,
+//! instead of a burst that the claims beside it queue behind. Once a batch comes back short, it
+//! waits its interval.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,9 @@ use crate::store::Store;
 
 /// How many rows one delete statement removes at most.
 pub(crate) const CLEAN_BATCH: i64 = 1000;
+
+/// While batches come back full, the pause after each, in multiples of the time it took.
+const PAUSE_PER_BATCH_TIME: u32 = 3;
 
 /// How long finished jobs are kept before the cleaner deletes them.
 ///
@@ -62,7 +66,7 @@ pub(crate) async fn clean(store: &Store, retention: Retention) -> Result<Option<
 pub(crate) struct Cleaner {
     store: Store,
     config: CleanerConfig,
-    /// While batches come back full: how long the last one took, the pause before the next.
+    /// While batches come back full: the pause before the next.
     backlog: Option<Duration>,
     /// Deleted since the pass began, logged when it ends.
     deleted: u64,
@@ -102,7 +106,8 @@ impl Service for Cleaner {
         let deleted = deleted.unwrap_or(0);
         self.deleted += deleted;
         if deleted == CLEAN_BATCH as u64 {
-            self.backlog = Some(began.elapsed().min(self.config.interval));
+            let pause = began.elapsed() * PAUSE_PER_BATCH_TIME;
+            self.backlog = Some(pause.min(self.config.interval));
         } else if self.deleted > 0 {
             tracing::info!(deleted = self.deleted, "deleted old finished jobs");
             self.deleted = 0;

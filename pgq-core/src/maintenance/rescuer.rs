@@ -1,16 +1,16 @@
 //! The rescuer: returns jobs whose lease ran out to `pending` (or `failed` when their attempts
 //! are spent), so that a crashed or stalled worker loses no job.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::defaults;
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::maintenance::Service;
 use crate::metric;
 use crate::store;
 use crate::store::Store;
+use crate::store::maintenance::QueueDepth;
 
 /// How many jobs one rescue statement takes at most.
 pub(crate) const RESCUE_BATCH: i64 = 1000;
@@ -37,8 +37,55 @@ pub(crate) async fn rescue(store: &Store) -> Result<Vec<(JobId, String)>> {
 /// The rescuer as a periodic service.
 #[derive(Debug)]
 pub(crate) struct Rescuer {
-    pub(crate) store: Store,
-    pub(crate) config: RescuerConfig,
+    store: Store,
+    config: RescuerConfig,
+    /// The worker's own queues, whose depth is reported even when they are empty.
+    own: Vec<String>,
+    /// The queues whose depth the last step reported: one that has emptied since is reported
+    /// empty.
+    reported: HashSet<String>,
+}
+
+impl Rescuer {
+    pub(crate) fn new(store: Store, config: RescuerConfig, own: Vec<String>) -> Self {
+        Self {
+            store,
+            config,
+            reported: own.iter().cloned().collect(),
+            own,
+        }
+    }
+
+    /// Exports every queue's depth, as the database knows it: from the jobs pending and held
+    /// only, so that the step's cost does not grow with the jobs finished.
+    async fn report_depth(&mut self) -> Result<()> {
+        let depths = store::maintenance::depth(&self.store).await?;
+        let mut now: HashSet<String> = depths.iter().map(|depth| depth.queue.clone()).collect();
+        let emptied = self
+            .reported
+            .difference(&now)
+            .map(|queue| QueueDepth {
+                queue: queue.clone(),
+                ..QueueDepth::default()
+            })
+            .collect::<Vec<_>>();
+        for depth in depths.iter().chain(&emptied) {
+            let counts = [
+                ("due", depth.due),
+                ("scheduled", depth.scheduled),
+                ("claimed", depth.claimed),
+                ("running", depth.running),
+            ];
+            metric::queue_depth(
+                &depth.queue,
+                &counts,
+                depth.oldest_due_age.unwrap_or_default(),
+            );
+        }
+        now.extend(self.own.iter().cloned());
+        self.reported = now;
+        Ok(())
+    }
 }
 
 impl Service for Rescuer {
@@ -62,21 +109,7 @@ impl Service for Rescuer {
             count_by_queue(rescued, false);
         }
         if metric::ENABLED {
-            // The queues' depth, as the database knows it, at the rescuer's pace.
-            let stats = store::maintenance::stats(&self.store, defaults::STATS_WINDOW).await?;
-            for queue in stats {
-                let counts = [
-                    ("due", queue.due),
-                    ("scheduled", queue.scheduled),
-                    ("claimed", queue.claimed),
-                    ("running", queue.running),
-                ];
-                metric::queue_depth(
-                    &queue.queue,
-                    &counts,
-                    queue.oldest_due_age.unwrap_or_default(),
-                );
-            }
+            self.report_depth().await?;
         }
         Ok(())
     }

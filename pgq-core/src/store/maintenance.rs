@@ -1,8 +1,9 @@
-//! Table-wide upkeep: deleting old finished jobs, and per-queue statistics.
+//! Table-wide upkeep: deleting old finished jobs, and per-queue statistics and depth.
 
 use std::time::Duration;
 
 use sqlx::Row;
+use sqlx::postgres::PgRow;
 
 use crate::error::Result;
 use crate::stats::QueueStats;
@@ -74,9 +75,12 @@ pub(crate) async fn delete_finished_batch(
     Ok(held.then(|| u64::try_from(deleted).unwrap_or(0)))
 }
 
-/// Pending jobs from the claim index (its columns are all it needs), held jobs (few), and the
-/// jobs finished within the window from the finished-jobs index: never the whole history.
-const STATS: &str = "
+/// The queues' pending and held jobs: pending jobs from the claim index (its columns are all it
+/// needs), held jobs (few). Neither reads a finished job.
+macro_rules! with_active_jobs {
+    ($($rest:expr),+ $(,)?) => {
+        concat!(
+            "
 WITH pending AS (
     SELECT queue,
            count(*) FILTER (WHERE run_at <= now()) AS due,
@@ -91,7 +95,26 @@ held AS (
            count(*) FILTER (WHERE status = 'running') AS running
     FROM pgq.jobs WHERE phase = 1
     GROUP BY queue
-),
+)",
+            $($rest),+
+        )
+    };
+}
+
+/// The columns of [`QueueDepth`].
+macro_rules! depth_columns {
+    () => {
+        "queue,
+       coalesce(pending.due, 0) AS due, coalesce(pending.scheduled, 0) AS scheduled,
+       coalesce(held.claimed, 0) AS claimed, coalesce(held.running, 0) AS running,
+       extract(epoch FROM now() - pending.oldest_due)::float8 AS oldest_due_secs"
+    };
+}
+
+/// Every queue's depth, and the jobs finished within the window from the finished-jobs index:
+/// never the whole history.
+const STATS: &str = with_active_jobs!(
+    ",
 finished AS (
     SELECT queue,
            count(*) FILTER (WHERE status = 'completed') AS completed,
@@ -100,14 +123,68 @@ finished AS (
     FROM pgq.jobs WHERE phase = 2 AND completed_at > (now() - ($1 * interval '1 millisecond'))
     GROUP BY queue
 )
-SELECT queue,
-       coalesce(pending.due, 0) AS due, coalesce(pending.scheduled, 0) AS scheduled,
-       coalesce(held.claimed, 0) AS claimed, coalesce(held.running, 0) AS running,
-       extract(epoch FROM now() - pending.oldest_due)::float8 AS oldest_due_secs,
+SELECT ",
+    depth_columns!(),
+    ",
        coalesce(finished.completed, 0) AS completed, coalesce(finished.failed, 0) AS failed,
        coalesce(finished.cancelled, 0) AS cancelled
 FROM pending FULL JOIN held USING (queue) FULL JOIN finished USING (queue)
-ORDER BY queue";
+ORDER BY queue"
+);
+
+/// The depth of every queue with jobs pending or held, and nothing else: its cost is that of
+/// the jobs waiting, where the window's finished jobs that [`STATS`] counts grow with the
+/// throughput (a busy queue finishes millions in the window).
+const DEPTH: &str = with_active_jobs!(
+    "
+SELECT ",
+    depth_columns!(),
+    "
+FROM pending FULL JOIN held USING (queue)"
+);
+
+/// What waits in a queue and what its workers hold.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct QueueDepth {
+    pub(crate) queue: String,
+    pub(crate) due: u64,
+    pub(crate) scheduled: u64,
+    pub(crate) claimed: u64,
+    pub(crate) running: u64,
+    pub(crate) oldest_due_age: Option<Duration>,
+}
+
+fn count(row: &PgRow, name: &str) -> Result<u64> {
+    Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
+}
+
+impl QueueDepth {
+    fn from_row(row: &PgRow) -> Result<Self> {
+        Ok(Self {
+            queue: row.try_get("queue")?,
+            due: count(row, "due")?,
+            scheduled: count(row, "scheduled")?,
+            claimed: count(row, "claimed")?,
+            running: count(row, "running")?,
+            oldest_due_age: row
+                .try_get::<Option<f64>, _>("oldest_due_secs")?
+                .map(|secs| Duration::from_secs_f64(secs.max(0.0))),
+        })
+    }
+}
+
+/// Every queue with jobs pending or held, with what it holds (queues with neither are left out).
+pub(crate) async fn depth(store: &Store) -> Result<Vec<QueueDepth>> {
+    run!(store, |conn| async {
+        let rows = sqlx::query(store.sql(DEPTH))
+            .persistent(store.prepared())
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(QueueDepth::from_row)
+            .collect::<Result<Vec<_>>>()
+    })
+}
 
 pub(crate) async fn stats(store: &Store, window: Duration) -> Result<Vec<QueueStats>> {
     let minutes = window.as_secs_f64() / 60.0;
@@ -117,23 +194,18 @@ pub(crate) async fn stats(store: &Store, window: Duration) -> Result<Vec<QueueSt
             .bind(i64::try_from(window.as_millis()).unwrap_or(i64::MAX))
             .fetch_all(&mut *conn)
             .await?;
-        let count = |row: &sqlx::postgres::PgRow, name: &str| -> Result<u64> {
-            Ok(u64::try_from(row.try_get::<i64, _>(name)?).unwrap_or(0))
-        };
-        let rate = |row: &sqlx::postgres::PgRow, name: &str| -> Result<f64> {
-            Ok(count(row, name)? as f64 / minutes)
-        };
+        let rate =
+            |row: &PgRow, name: &str| -> Result<f64> { Ok(count(row, name)? as f64 / minutes) };
         rows.iter()
             .map(|row| {
+                let depth = QueueDepth::from_row(row)?;
                 Ok(QueueStats {
-                    queue: row.try_get("queue")?,
-                    due: count(row, "due")?,
-                    scheduled: count(row, "scheduled")?,
-                    claimed: count(row, "claimed")?,
-                    running: count(row, "running")?,
-                    oldest_due_age: row
-                        .try_get::<Option<f64>, _>("oldest_due_secs")?
-                        .map(|secs| Duration::from_secs_f64(secs.max(0.0))),
+                    queue: depth.queue,
+                    due: depth.due,
+                    scheduled: depth.scheduled,
+                    claimed: depth.claimed,
+                    running: depth.running,
+                    oldest_due_age: depth.oldest_due_age,
                     completed: count(row, "completed")?,
                     failed: count(row, "failed")?,
                     cancelled: count(row, "cancelled")?,
@@ -150,6 +222,6 @@ pub(crate) async fn stats(store: &Store, window: Duration) -> Result<Vec<QueueSt
 mod tests {
     #[test]
     fn every_statement_renders() {
-        crate::store::sql::assert_renders(&[super::DELETE_FINISHED, super::STATS]);
+        crate::store::sql::assert_renders(&[super::DELETE_FINISHED, super::STATS, super::DEPTH]);
     }
 }

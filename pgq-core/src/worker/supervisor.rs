@@ -173,10 +173,11 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         ),
     };
     let settings_reader = tokio::spawn(settings_reader.run(runtime.stopping.clone()));
-    let rescuer = Rescuer {
-        store: executor.client.store().on(runtime.upkeep_pool.clone()),
-        config: config.rescuer.clone(),
-    };
+    let rescuer = Rescuer::new(
+        executor.client.store().on(runtime.upkeep_pool.clone()),
+        config.rescuer.clone(),
+        config.queues.keys().cloned().collect(),
+    );
     let rescuer = tokio::spawn(maintenance::run(rescuer, runtime.stopping.clone()));
     let cleaner = Cleaner::new(
         executor.client.store().on(runtime.upkeep_pool.clone()),

@@ -32,6 +32,8 @@ pub(crate) struct Settings {
     pub(crate) modes: bool,
     /// `--rate N`: the soak's jobs a second (default: half of what the worker sustains).
     pub(crate) rate: Option<u64>,
+    /// `--soak-every-ms N`: how often the soak enqueues a batch, its jobs of that interval.
+    pub(crate) soak_every: Duration,
     /// `--observe 1`: run with an INFO log subscriber and a metrics recorder installed, as an
     /// observed application does; `2` installs the subscriber alone, `3` the recorder alone.
     pub(crate) observe: u64,
@@ -53,6 +55,7 @@ impl Settings {
             completed: 1_000_000,
             modes: true,
             rate: None,
+            soak_every: Duration::from_millis(1),
             observe: 0,
             queue_limit_factor: 2,
         };
@@ -79,6 +82,7 @@ impl Settings {
                 "--completed" => s.completed = number()?,
                 "--modes" => s.modes = number()? != 0,
                 "--rate" => s.rate = Some(number()?.max(1)),
+                "--soak-every-ms" => s.soak_every = Duration::from_millis(number()?.max(1)),
                 "--observe" => s.observe = number()?,
                 "--queue-limit-factor" => s.queue_limit_factor = number()?.max(1),
                 "--soak" => s.mode = Mode::Soak(number()?.max(60)),

@@ -1,12 +1,12 @@
-//! A steady load: jobs enqueued at a fixed rate (small batches every 10 ms) and drained by one
-//! worker that keeps completed jobs a minute, with the server's default autovacuum, for the
-//! given time. The rate is `--rate`, or half of the most a worker sustains with retention
-//! running, measured first (`soak_sustained_per_s`) by a worker of its own; the soak then starts
-//! from an empty, vacuumed table, so that what it measures is its own steady state rather than
-//! the cleanup of the measurement's backlog. Each minute it prints what was completed a second,
-//! the p99 time from enqueue to handler start, and the table's and its indexes' sizes:
-//! `soak_minute_<n>_per_s`, `_p99_ms`, `_table_mib`, `_indexes_mib`; at the end, the p99 of the
-//! whole soak (`soak_p99_ms`).
+//! A steady load: jobs enqueued at a fixed rate (a batch every millisecond, `--soak-every-ms`)
+//! and drained by one worker that keeps completed jobs a minute, with the server's default
+//! autovacuum, for the given time. The rate is `--rate`, or half of the most a worker sustains
+//! with retention running, measured first (`soak_sustained_per_s`) by a worker of its own; the
+//! soak then starts from an empty, vacuumed table after a checkpoint, so that what it measures
+//! is its own steady state rather than the cleanup of the measurement's backlog. Each minute it
+//! prints what was completed a second, the p99 time from enqueue to handler start, and the
+//! table's and its indexes' sizes: `soak_minute_<n>_per_s`, `_p99_ms`, `_table_mib`,
+//! `_indexes_mib`; at the end, the p99 of the whole soak (`soak_p99_ms`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,11 +17,8 @@ use pgq_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::Outcome;
-use crate::measure::{per_second, quantile, sizes_mib};
+use crate::measure::{checkpoint, per_second, quantile, sizes_mib};
 use crate::settings::Settings;
-
-/// How often a batch is enqueued.
-const BATCH_EVERY: Duration = Duration::from_millis(10);
 
 /// How long the sustained maximum runs before it is measured: past the first retention, and
 /// the cleaner's first rounds.
@@ -91,13 +88,21 @@ pub(crate) async fn run(s: &Settings, client: &Client, seconds: u64) -> Outcome 
             sqlx::raw_sql("VACUUM pgq.jobs")
                 .execute(client.pool())
                 .await?;
+            // The cleanup's WAL flushed now, rather than by a checkpoint in the soak's first
+            // minute.
+            checkpoint(client.pool()).await;
             (per_second(completed, elapsed) / 2.0).max(1.0) as u64
         }
     };
     let handle = start_worker()?;
     println!("soak_rate_per_s {rate}");
     latencies.samples.lock().unwrap().clear();
-    let enqueuer = tokio::spawn(enqueue_steadily(client.clone(), rate, latencies.clone()));
+    let enqueuer = tokio::spawn(enqueue_steadily(
+        client.clone(),
+        rate,
+        s.soak_every,
+        latencies.clone(),
+    ));
     let mut minute = tokio::time::interval(Duration::from_secs(60));
     minute.tick().await;
     let mut completed_before = handle.stats().borrow().completed;
@@ -253,11 +258,17 @@ async fn stand_in_for_autovacuum(client: Client) -> Outcome {
     }
 }
 
-/// Enqueues `rate` jobs a second, a batch every [`BATCH_EVERY`], until aborted.
-async fn enqueue_steadily(client: Client, rate: u64, latencies: Arc<Latencies>) -> Outcome {
-    let mut every = tokio::time::interval(BATCH_EVERY);
+/// Enqueues `rate` jobs a second, a batch `every` so often, until aborted. The finer the batches,
+/// the steadier the load: a batch's jobs arrive at once, and its last waits for the rest.
+async fn enqueue_steadily(
+    client: Client,
+    rate: u64,
+    every: Duration,
+    latencies: Arc<Latencies>,
+) -> Outcome {
+    let per_batch = rate as f64 * every.as_secs_f64();
+    let mut every = tokio::time::interval(every);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let per_batch = rate as f64 * BATCH_EVERY.as_secs_f64();
     let mut owed = 0.0;
     loop {
         every.tick().await;
