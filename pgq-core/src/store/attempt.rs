@@ -189,18 +189,17 @@ pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<bool> {
     })
 }
 
-/// Rows are locked in id order, and rows another statement holds are skipped, not waited
-/// for: a concurrent completion or renewal takes them in its own order.
+/// Rows another statement holds are skipped, not waited for (so no order of locking is
+/// needed): a concurrent completion or renewal takes them. The held jobs are found through the
+/// index of held jobs, never by reading the table in id order.
 const RELEASE_WORKER: &str = "
 WITH held AS (
     SELECT id FROM pgq.jobs WHERE worker_id = $1 AND phase = 1
-    ORDER BY id
     FOR UPDATE SKIP LOCKED
 )
 UPDATE pgq.jobs AS job SET status = 'pending', phase = 0, attempts = job.attempts - 1,
     run_at = now(), worker_id = NULL, lease_expires_at = NULL, updated_at = now()
-FROM held
-WHERE job.id = held.id
+WHERE job.id = ANY(ARRAY(SELECT id FROM held))
 RETURNING job.id";
 
 /// Returns every job a worker holds to `pending` without spending their attempts.
@@ -227,5 +226,18 @@ mod tests {
             super::RELEASE,
             super::RELEASE_WORKER,
         ]);
+    }
+
+    #[tokio::test]
+    async fn no_plan_reads_the_whole_table() {
+        crate::store::plans::assert_no_whole_table_reads(&[
+            ("COMPLETE", super::COMPLETE, ""),
+            ("IS_COMPLETED", super::IS_COMPLETED, ""),
+            ("CANCELLED", super::CANCELLED, ""),
+            ("FAIL", super::FAIL, ""),
+            ("RELEASE", super::RELEASE, ""),
+            ("RELEASE_WORKER", super::RELEASE_WORKER, ""),
+        ])
+        .await;
     }
 }

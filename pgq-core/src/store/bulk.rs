@@ -1,7 +1,8 @@
 //! Operator actions on many jobs, one statement per batch of ids: each locks the jobs it may
 //! change in id order, changes only those whose status allows it (the fence: a job that moved
 //! meanwhile is left alone), writes `phase` with `status`, and reports every id it was given
-//! with the status it found, so that what was skipped says why.
+//! with the status it found, so that what was skipped says why. Every read of the table is by
+//! `id = ANY($1)`, so that no plan of it scans the whole table (see `store::tick`).
 
 use std::collections::HashSet;
 
@@ -20,7 +21,7 @@ macro_rules! per_asked_job {
         concat!(
             "
 FROM unnest($1::int8[]) AS asked(id)
-LEFT JOIN pgq.jobs AS before ON before.id = asked.id
+LEFT JOIN (SELECT id, status FROM pgq.jobs WHERE id = ANY($1)) AS before ON before.id = asked.id
 LEFT JOIN ",
             $changed,
             " ON ",
@@ -45,7 +46,7 @@ changed AS (
         completed_at = NULL, cancel_requested_at = NULL, worker_id = NULL,
         lease_expires_at = NULL, updated_at = now()
     FROM target
-    WHERE job.id = target.id
+    WHERE job.id = ANY($1) AND job.id = target.id
     RETURNING job.id, job.phase, pg_notify('pgq_insert', job.queue)::text AS notified
 )
 SELECT asked.id, before.status AS before, changed.phase AS after",
@@ -67,7 +68,7 @@ changed AS (
         cancel_requested_at = coalesce(job.cancel_requested_at, now()),
         updated_at = now()
     FROM target
-    WHERE job.id = target.id
+    WHERE job.id = ANY($1) AND job.id = target.id
     RETURNING job.id, job.phase
 )
 SELECT asked.id, before.status AS before, changed.phase AS after,
@@ -83,7 +84,9 @@ WITH target AS (
     SELECT id FROM pgq.jobs WHERE id = ANY($1) AND (phase = 2 OR $2) ORDER BY id FOR UPDATE
 ),
 deleted AS (
-    DELETE FROM pgq.jobs AS job USING target WHERE job.id = target.id RETURNING job.id, job.phase
+    DELETE FROM pgq.jobs AS job USING target
+    WHERE job.id = ANY($1) AND job.id = target.id
+    RETURNING job.id, job.phase
 )
 SELECT asked.id, before.status AS before, deleted.phase AS after,
        CASE WHEN deleted.phase = 1 THEN pg_notify('pgq_cancel', asked.id::text)::text END AS notified",
@@ -99,7 +102,7 @@ WITH target AS (
 changed AS (
     UPDATE pgq.jobs AS job SET run_at = least(job.run_at, now()), updated_at = now()
     FROM target
-    WHERE job.id = target.id
+    WHERE job.id = ANY($1) AND job.id = target.id
     RETURNING job.id, job.phase, pg_notify('pgq_insert', job.queue)::text AS notified
 )
 SELECT asked.id, before.status AS before, changed.phase AS after",
@@ -115,7 +118,7 @@ WITH target AS (
 changed AS (
     UPDATE pgq.jobs AS job SET priority = $2, updated_at = now()
     FROM target
-    WHERE job.id = target.id
+    WHERE job.id = ANY($1) AND job.id = target.id
     RETURNING job.id, job.phase
 )
 SELECT asked.id, before.status AS before, changed.phase AS after",
@@ -245,5 +248,17 @@ mod tests {
             super::RUN_NOW,
             super::PRIORITY,
         ]);
+    }
+
+    #[tokio::test]
+    async fn no_plan_reads_the_whole_table() {
+        crate::store::plans::assert_no_whole_table_reads(&[
+            ("RETRY", super::RETRY, ""),
+            ("CANCEL", super::CANCEL, ""),
+            ("DELETE", super::DELETE, ""),
+            ("RUN_NOW", super::RUN_NOW, ""),
+            ("PRIORITY", super::PRIORITY, ""),
+        ])
+        .await;
     }
 }

@@ -20,7 +20,7 @@ updated AS (
         cancel_requested_at = coalesce(job.cancel_requested_at, now()),
         updated_at = now()
     FROM target
-    WHERE job.id = target.id AND target.phase < 2
+    WHERE job.id = $1 AND job.id = target.id AND target.phase < 2
     RETURNING job.id, job.status, job.phase
 )
 SELECT target.status AS before, updated.status AS after,
@@ -104,5 +104,15 @@ mod tests {
     #[test]
     fn every_statement_renders() {
         crate::store::sql::assert_renders(&[super::CANCEL, super::RETRY, super::STATUS]);
+    }
+
+    #[tokio::test]
+    async fn no_plan_reads_the_whole_table() {
+        crate::store::plans::assert_no_whole_table_reads(&[
+            ("CANCEL", super::CANCEL, ""),
+            ("RETRY", super::RETRY, ""),
+            ("STATUS", super::STATUS, ""),
+        ])
+        .await;
     }
 }

@@ -26,6 +26,8 @@ pub(crate) struct Renewed {
 /// Renewal never waits for a row: one that another statement holds (this worker's own
 /// completion, an operator's cancel) is skipped this round, and still reported held when the
 /// statement's snapshot shows it held, so that only a job another attempt took counts as lost.
+/// Every read of the table is by `id = ANY($1)`, so that no plan of it scans the whole table
+/// (see `store::tick`).
 const RENEW: &str = "
 WITH asked AS (
     SELECT * FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[]), unnest($3::bigint[]))
@@ -34,15 +36,15 @@ WITH asked AS (
 holding AS (
     SELECT job.id, asked.lease_ms, job.cancel_requested_at IS NOT NULL AS cancel_requested
     FROM pgq.jobs AS job JOIN asked ON job.id = asked.id
-    WHERE job.attempts = asked.attempt AND job.worker_id = $4
+    WHERE job.id = ANY($1::bigint[]) AND job.attempts = asked.attempt AND job.worker_id = $4
       AND (job.status = 'claimed' OR job.status = 'running')
       AND job.lease_expires_at > now()
 ),
 locked AS (
     SELECT job.id, holding.lease_ms
     FROM pgq.jobs AS job JOIN holding ON job.id = holding.id
-    WHERE job.worker_id = $4 AND (job.status = 'claimed' OR job.status = 'running')
-      AND job.lease_expires_at > now()
+    WHERE job.id = ANY($1::bigint[]) AND job.worker_id = $4
+      AND (job.status = 'claimed' OR job.status = 'running') AND job.lease_expires_at > now()
     ORDER BY job.id
     FOR UPDATE OF job SKIP LOCKED
 ),
@@ -51,7 +53,7 @@ renewed AS (
     SET lease_expires_at = greatest(job.lease_expires_at,
                                     now() + (locked.lease_ms * interval '1 millisecond'))
     FROM locked
-    WHERE job.id = locked.id
+    WHERE job.id = ANY($1::bigint[]) AND job.id = locked.id
     RETURNING job.id
 )
 SELECT id, cancel_requested FROM holding";
@@ -149,8 +151,7 @@ UPDATE pgq.jobs AS job SET",
         "$2"
     ),
     "
-FROM expired
-WHERE job.id = expired.id
+WHERE job.id = ANY(ARRAY(SELECT id FROM expired))
 RETURNING job.id, job.queue"
 );
 
@@ -175,5 +176,15 @@ mod tests {
     #[test]
     fn every_statement_renders() {
         crate::store::sql::assert_renders(&[super::RENEW, super::EXTEND, super::RESCUE]);
+    }
+
+    #[tokio::test]
+    async fn no_plan_reads_the_whole_table() {
+        crate::store::plans::assert_no_whole_table_reads(&[
+            ("RENEW", super::RENEW, ""),
+            ("EXTEND", super::EXTEND, ""),
+            ("RESCUE", super::RESCUE, ""),
+        ])
+        .await;
     }
 }

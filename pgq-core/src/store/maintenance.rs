@@ -224,4 +224,17 @@ mod tests {
     fn every_statement_renders() {
         crate::store::sql::assert_renders(&[super::DELETE_FINISHED, super::STATS, super::DEPTH]);
     }
+
+    #[tokio::test]
+    async fn no_plan_reads_the_whole_table() {
+        crate::store::plans::assert_no_whole_table_reads(&[
+            (
+                "DELETE_FINISHED",
+                super::DELETE_FINISHED,
+                "bigint, bigint, bigint, bigint",
+            ),
+            ("DEPTH", super::DEPTH, ""),
+        ])
+        .await;
+    }
 }

@@ -22,6 +22,8 @@ pub(crate) mod job;
 pub(crate) mod leaders;
 pub(crate) mod lease;
 pub(crate) mod maintenance;
+#[cfg(test)]
+pub(crate) mod plans;
 pub(crate) mod progress;
 pub(crate) mod queues;
 pub(crate) mod schedules;

@@ -41,4 +41,9 @@ mod tests {
     fn every_statement_renders() {
         crate::store::sql::assert_renders(&[super::WRITE]);
     }
+
+    #[tokio::test]
+    async fn no_plan_reads_the_whole_table() {
+        crate::store::plans::assert_no_whole_table_reads(&[("WRITE", super::WRITE, "")]).await;
+    }
 }

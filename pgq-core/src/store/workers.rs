@@ -81,8 +81,7 @@ UPDATE pgq.jobs AS job SET",
         "$1"
     ),
     "
-FROM orphaned
-WHERE job.id = orphaned.id
+WHERE job.id = ANY(ARRAY(SELECT id FROM orphaned))
 RETURNING job.id, job.queue"
 );
 
@@ -141,5 +140,15 @@ mod tests {
             super::RELEASE_DEAD,
             super::LIVE,
         ]);
+    }
+
+    #[tokio::test]
+    async fn no_plan_reads_the_whole_table() {
+        crate::store::plans::assert_no_whole_table_reads(&[(
+            "RELEASE_DEAD",
+            super::RELEASE_DEAD,
+            "",
+        )])
+        .await;
     }
 }

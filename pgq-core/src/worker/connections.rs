@@ -40,13 +40,20 @@ fn like(
 
 /// Settings of a dispatch connection: the tick keeps one plan, built once (index scans whatever
 /// the claim's size), instead of PostgreSQL planning it anew on every call, which costs as much
-/// as running it. A plan is kept only when it cannot go wrong as the table grows: never a scan of
-/// the whole table, even when it was built on an empty one. PostgreSQL builds it again when the
-/// table's statistics change.
+/// as running it. With sequential scans off, and each of the tick's updates finding its rows by
+/// `id = ANY(...)`, that plan never reads the whole table, even when it was built on an empty
+/// one. PostgreSQL builds it again when the table's statistics change.
 const ONE_PLAN: &[(&str, &str)] = &[
     ("plan_cache_mode", "force_generic_plan"),
     ("enable_seqscan", "off"),
 ];
+
+/// Settings of an upkeep connection. A plan PostgreSQL caches is built on the table as it was
+/// then: built on an empty table, a sequential scan looks free, and it stays the plan (reading
+/// the whole table on every renewal or rescue) until the statistics change. Every statement
+/// pgq sends finds its rows through an index, so without sequential scans no plan can read
+/// the whole table, whatever size the table had when it was planned.
+const INDEX_SCANS: &[(&str, &str)] = &[("enable_seqscan", "off")];
 
 /// One queue's dispatcher connections. Behind a transaction pooler, which refuses settings in a
 /// connection's startup and keeps no session state, they are plain.
@@ -61,9 +68,11 @@ pub(crate) fn dispatch_pool(pool: &PgPool, queue: &str, connections: u32, pooled
 }
 
 /// A small pool of its own for lease renewal and maintenance, so that handlers holding every
-/// connection of the client's pool cannot starve them.
-pub(crate) fn upkeep_pool(pool: &PgPool, connections: u32) -> PgPool {
-    like(pool, connections, "pgq-upkeep", &[])
+/// connection of the client's pool cannot starve them; plain behind a transaction pooler, as
+/// the dispatcher's.
+pub(crate) fn upkeep_pool(pool: &PgPool, connections: u32, pooled: bool) -> PgPool {
+    let settings = if pooled { &[][..] } else { INDEX_SCANS };
+    like(pool, connections, "pgq-upkeep", settings)
 }
 
 /// The listener's one connection.

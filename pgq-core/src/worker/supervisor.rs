@@ -75,7 +75,8 @@ impl Runtime {
                 )
             })
             .collect();
-        let upkeep_pool = connections::upkeep_pool(client.pool(), config.upkeep_connections);
+        let upkeep_pool =
+            connections::upkeep_pool(client.pool(), config.upkeep_connections, client.is_pooled());
         let completer = Arc::new(Completer::new(
             client.store().clone(),
             client.store().on(upkeep_pool.clone()),
