@@ -40,9 +40,9 @@ fn like(
 
 /// Settings of a dispatch connection: the tick keeps one plan, built once (index scans whatever
 /// the claim's size), instead of PostgreSQL planning it anew on every call, which costs as much
-/// as running it. With sequential scans off, and each of the tick's updates finding its rows by
-/// `id = ANY(...)`, that plan never reads the whole table, even when it was built on an empty
-/// one. PostgreSQL builds it again when the table's statistics change.
+/// as running it. PostgreSQL builds it again when the table's statistics change. (A plan built
+/// on an empty table can still read the primary key end to end for the tick's joins by id;
+/// `store::plans` checks the statements that no longer can.)
 const ONE_PLAN: &[(&str, &str)] = &[
     ("plan_cache_mode", "force_generic_plan"),
     ("enable_seqscan", "off"),
@@ -50,9 +50,9 @@ const ONE_PLAN: &[(&str, &str)] = &[
 
 /// Settings of an upkeep connection. A plan PostgreSQL caches is built on the table as it was
 /// then: built on an empty table, a sequential scan looks free, and it stays the plan (reading
-/// the whole table on every renewal or rescue) until the statistics change. Every statement
-/// pgq sends finds its rows through an index, so without sequential scans no plan can read
-/// the whole table, whatever size the table had when it was planned.
+/// the whole table on every renewal or rescue) until the statistics change. Every upkeep
+/// statement finds its rows through an index condition, so without sequential scans none of
+/// their plans reads the whole table, whatever size the table had when it was planned.
 const INDEX_SCANS: &[(&str, &str)] = &[("enable_seqscan", "off")];
 
 /// One queue's dispatcher connections. Behind a transaction pooler, which refuses settings in a
