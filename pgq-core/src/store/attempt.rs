@@ -230,14 +230,17 @@ mod tests {
 
     #[tokio::test]
     async fn no_plan_reads_the_whole_table() {
-        crate::store::plans::assert_no_whole_table_reads(&[
-            ("COMPLETE", super::COMPLETE, ""),
-            ("IS_COMPLETED", super::IS_COMPLETED, ""),
-            ("CANCELLED", super::CANCELLED, ""),
-            ("FAIL", super::FAIL, ""),
-            ("RELEASE", super::RELEASE, ""),
-            ("RELEASE_WORKER", super::RELEASE_WORKER, ""),
-        ])
+        crate::store::plans::assert_no_whole_table_reads(
+            crate::store::plans::Connections::Application,
+            &[
+                ("COMPLETE", super::COMPLETE, ""),
+                ("IS_COMPLETED", super::IS_COMPLETED, ""),
+                ("CANCELLED", super::CANCELLED, ""),
+                ("FAIL", super::FAIL, ""),
+                ("RELEASE", super::RELEASE, ""),
+                ("RELEASE_WORKER", super::RELEASE_WORKER, ""),
+            ],
+        )
         .await;
     }
 }

@@ -108,11 +108,14 @@ mod tests {
 
     #[tokio::test]
     async fn no_plan_reads_the_whole_table() {
-        crate::store::plans::assert_no_whole_table_reads(&[
-            ("CANCEL", super::CANCEL, ""),
-            ("RETRY", super::RETRY, ""),
-            ("STATUS", super::STATUS, ""),
-        ])
+        crate::store::plans::assert_no_whole_table_reads(
+            crate::store::plans::Connections::Application,
+            &[
+                ("CANCEL", super::CANCEL, ""),
+                ("RETRY", super::RETRY, ""),
+                ("STATUS", super::STATUS, ""),
+            ],
+        )
         .await;
     }
 }

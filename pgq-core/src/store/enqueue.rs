@@ -509,11 +509,14 @@ mod tests {
 
     #[tokio::test]
     async fn no_plan_reads_the_whole_table() {
-        crate::store::plans::assert_no_whole_table_reads(&[
-            ("REPLACE_ONE", super::REPLACE_ONE, ""),
-            ("FIND_ACTIVE", super::FIND_ACTIVE, ""),
-            ("FIND_ACTIVE_MANY", super::FIND_ACTIVE_MANY, ""),
-        ])
+        crate::store::plans::assert_no_whole_table_reads(
+            crate::store::plans::Connections::Application,
+            &[
+                ("REPLACE_ONE", super::REPLACE_ONE, ""),
+                ("FIND_ACTIVE", super::FIND_ACTIVE, ""),
+                ("FIND_ACTIVE_MANY", super::FIND_ACTIVE_MANY, ""),
+            ],
+        )
         .await;
     }
 }

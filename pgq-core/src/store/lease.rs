@@ -180,11 +180,14 @@ mod tests {
 
     #[tokio::test]
     async fn no_plan_reads_the_whole_table() {
-        crate::store::plans::assert_no_whole_table_reads(&[
-            ("RENEW", super::RENEW, ""),
-            ("EXTEND", super::EXTEND, ""),
-            ("RESCUE", super::RESCUE, ""),
-        ])
+        crate::store::plans::assert_no_whole_table_reads(
+            crate::store::plans::Connections::Own,
+            &[
+                ("RENEW", super::RENEW, ""),
+                ("EXTEND", super::EXTEND, ""),
+                ("RESCUE", super::RESCUE, ""),
+            ],
+        )
         .await;
     }
 }

@@ -227,14 +227,17 @@ mod tests {
 
     #[tokio::test]
     async fn no_plan_reads_the_whole_table() {
-        crate::store::plans::assert_no_whole_table_reads(&[
-            (
-                "DELETE_FINISHED",
-                super::DELETE_FINISHED,
-                "bigint, bigint, bigint, bigint",
-            ),
-            ("DEPTH", super::DEPTH, ""),
-        ])
+        crate::store::plans::assert_no_whole_table_reads(
+            crate::store::plans::Connections::Own,
+            &[
+                (
+                    "DELETE_FINISHED",
+                    super::DELETE_FINISHED,
+                    "bigint, bigint, bigint, bigint",
+                ),
+                ("DEPTH", super::DEPTH, ""),
+            ],
+        )
         .await;
     }
 }

@@ -1,18 +1,35 @@
 //! A check, for tests, that the plans PostgreSQL caches for pgq's statements cannot read the
-//! whole jobs table. A cached plan is built on the table as it was then; built on an empty one,
-//! a scan of the whole table (sequential, or of an index end to end) looks free, and that plan
-//! stays while the table grows. So each statement is planned as pgq's own connections plan it
-//! (a generic plan, without sequential scans) on a table whose statistics say it is empty, and
-//! every read of the table must have an index condition.
+//! whole jobs table, nor compare every job one side of a join holds with every job of the
+//! other. A cached plan is built on the table as it was then; built on an empty one, a scan of
+//! the whole table (sequential, or of an index end to end) looks free, and so does a nested
+//! loop that rereads one side of a join for each row of the other; that plan stays while the
+//! table grows. So each statement is planned as a generic plan without sequential scans on a
+//! table whose statistics say it is empty: every read of the table must have an index
+//! condition, and no join by id may be a nested loop's filter.
 
 use serde_json::Value;
 use sqlx::types::Json;
 use sqlx::{AssertSqlSafe, Connection};
 
-/// Asserts that no statement's plan reads the jobs table without an index condition. Each is
-/// `(name, statement, parameter types)`: the types as `PREPARE` takes them, where the
-/// statement alone leaves them open, or empty.
-pub(crate) async fn assert_no_whole_table_reads(statements: &[(&str, &str, &str)]) {
+/// Where a statement runs, which decides the planner settings it is checked with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Connections {
+    /// A worker's own dispatch and upkeep connections, which turn nested loops off
+    /// (`worker::connections`): joins by id are hash joins there.
+    Own,
+    /// The application's pool, planned as the application configured it: nested loops stay
+    /// allowed, so a statement's reads of jobs by id must not be joins at all.
+    Application,
+}
+
+/// Asserts that no statement's plan reads the jobs table without an index condition, or joins
+/// jobs by id in a nested loop that compares every pair. Each is `(name, statement, parameter
+/// types)`: the types as `PREPARE` takes them, where the statement alone leaves them open, or
+/// empty.
+pub(crate) async fn assert_no_whole_table_reads(
+    connections: Connections,
+    statements: &[(&str, &str, &str)],
+) {
     let db = pgq_testkit::TestDatabase::new().await;
     let mut conn = sqlx::PgConnection::connect_with(&db.connect_options())
         .await
@@ -25,6 +42,12 @@ pub(crate) async fn assert_no_whole_table_reads(statements: &[(&str, &str, &str)
     .execute(&mut conn)
     .await
     .expect("an empty table's statistics");
+    if let Connections::Own = connections {
+        sqlx::raw_sql("SET enable_nestloop = off")
+            .execute(&mut conn)
+            .await
+            .expect("nested loops off");
+    }
     for (name, template, types) in statements {
         let sql = crate::store::sql::render(template, "pgq");
         let types = if types.is_empty() {
@@ -50,7 +73,7 @@ pub(crate) async fn assert_no_whole_table_reads(statements: &[(&str, &str, &str)
         whole_table_reads(&plan, &mut whole);
         assert!(
             whole.is_empty(),
-            "{name} reads the whole table ({whole:?}):\n{plan:#}"
+            "{name} reads the whole table or every pair ({whole:?}):\n{plan:#}"
         );
         sqlx::raw_sql("DEALLOCATE checked")
             .execute(&mut conn)
@@ -107,6 +130,14 @@ fn whole_table_reads(node: &Value, found: &mut Vec<String>) {
             if on_jobs && unbounded {
                 let index = fields.get("Index Name").and_then(Value::as_str);
                 found.push(format!("{kind} {}", index.unwrap_or("jobs")));
+            }
+            // A join by id left to a nested loop's filter rereads one side for every row of the
+            // other: quadratic in the jobs of the statement.
+            let join_filter = fields.get("Join Filter").and_then(Value::as_str);
+            if kind == "Nested Loop"
+                && let Some(filter) = join_filter.filter(|filter| filter.contains(".id = "))
+            {
+                found.push(format!("Nested Loop comparing every pair: {filter}"));
             }
             fields
                 .values()

@@ -44,6 +44,10 @@ mod tests {
 
     #[tokio::test]
     async fn no_plan_reads_the_whole_table() {
-        crate::store::plans::assert_no_whole_table_reads(&[("WRITE", super::WRITE, "")]).await;
+        crate::store::plans::assert_no_whole_table_reads(
+            crate::store::plans::Connections::Application,
+            &[("WRITE", super::WRITE, "")],
+        )
+        .await;
     }
 }

@@ -10,6 +10,12 @@
 //! session changes and it works behind a transaction pooler): durable when it carries
 //! completions and the worker wants them durable; a claim or a start alone never waits for the
 //! WAL flush, since a crash that loses one only runs the job again, as a lost lease does.
+//!
+//! Each update finds its rows by `id = ANY(...)` as well as by its join. A dispatch connection
+//! keeps one plan for its life, and one built while the table was empty would otherwise read
+//! the whole primary key on every tick once the table had grown: on an empty table, a scan of
+//! all of it looks free. The joins themselves are hash joins on these connections
+//! (`worker::connections`), linear in the rows of the tick.
 
 use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
@@ -72,8 +78,8 @@ started AS (
     UPDATE pgq.jobs AS job
     SET status = 'running', started_at = now(), updated_at = now()
     FROM ROWS FROM (unnest($4::bigint[]), unnest($5::int[])) AS held(id, attempt)
-    WHERE job.id = held.id AND job.attempts = held.attempt AND job.worker_id = $3
-      AND job.status = 'claimed'
+    WHERE job.id = ANY($4::bigint[]) AND job.id = held.id AND job.attempts = held.attempt
+      AND job.worker_id = $3 AND job.status = 'claimed'
     RETURNING job.id
 ),
 next AS (
@@ -100,7 +106,7 @@ claimed AS (
                                     * interval '1 millisecond'),
         updated_at = now()
     FROM ranked
-    WHERE job.id = ranked.id
+    WHERE job.id = ANY(ARRAY(SELECT id FROM ranked)) AND job.id = ranked.id
     RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key, job.run_at,
               job.meta, ranked.rank, ranked.rank <= $11 AS running
 )
@@ -170,8 +176,8 @@ completed AS (
                           ELSE job.started_at END,
         lease_expires_at = NULL, updated_at = now()
     FROM ROWS FROM (unnest($1::bigint[]), unnest($2::int[])) AS done(id, attempt)
-    WHERE job.id = done.id AND job.attempts = done.attempt AND job.worker_id = $3
-      AND (job.status = 'claimed' OR job.status = 'running')
+    WHERE job.id = ANY($1::bigint[]) AND job.id = done.id AND job.attempts = done.attempt
+      AND job.worker_id = $3 AND (job.status = 'claimed' OR job.status = 'running')
     RETURNING job.id
 ),"
     };
@@ -185,8 +191,8 @@ macro_rules! deleting {
 completed AS (
     DELETE FROM pgq.jobs AS job
     USING ROWS FROM (unnest($1::bigint[]), unnest($2::int[])) AS done(id, attempt)
-    WHERE job.id = done.id AND job.attempts = done.attempt AND job.worker_id = $3
-      AND (job.status = 'claimed' OR job.status = 'running')
+    WHERE job.id = ANY($1::bigint[]) AND job.id = done.id AND job.attempts = done.attempt
+      AND job.worker_id = $3 AND (job.status = 'claimed' OR job.status = 'running')
     RETURNING job.id
 ),"
     };
@@ -397,5 +403,21 @@ mod tests {
             rendered.contains("FROM \"jobs2\".claimable($6, "),
             "{rendered}"
         );
+    }
+
+    #[tokio::test]
+    async fn no_plan_reads_the_whole_table() {
+        crate::store::plans::assert_no_whole_table_reads(
+            crate::store::plans::Connections::Own,
+            &[
+                ("TICK", super::TICK, ""),
+                ("TICK_DELETING", super::TICK_DELETING, ""),
+                ("TICK_RATED", super::TICK_RATED, ""),
+                ("TICK_DELETING_RATED", super::TICK_DELETING_RATED, ""),
+                ("TICK_KEYED", super::TICK_KEYED, ""),
+                ("TICK_DELETING_KEYED", super::TICK_DELETING_KEYED, ""),
+            ],
+        )
+        .await;
     }
 }

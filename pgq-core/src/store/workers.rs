@@ -144,11 +144,10 @@ mod tests {
 
     #[tokio::test]
     async fn no_plan_reads_the_whole_table() {
-        crate::store::plans::assert_no_whole_table_reads(&[(
-            "RELEASE_DEAD",
-            super::RELEASE_DEAD,
-            "",
-        )])
+        crate::store::plans::assert_no_whole_table_reads(
+            crate::store::plans::Connections::Own,
+            &[("RELEASE_DEAD", super::RELEASE_DEAD, "")],
+        )
         .await;
     }
 }

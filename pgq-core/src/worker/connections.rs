@@ -38,22 +38,24 @@ fn like(
         .connect_lazy_with(options)
 }
 
-/// Settings of a dispatch connection: the tick keeps one plan, built once (index scans whatever
-/// the claim's size), instead of PostgreSQL planning it anew on every call, which costs as much
-/// as running it. PostgreSQL builds it again when the table's statistics change. (A plan built
-/// on an empty table can still read the primary key end to end for the tick's joins by id;
-/// `store::plans` checks the statements that no longer can.)
+/// Settings of a dispatch connection: the tick keeps one plan, built once, instead of
+/// PostgreSQL planning it anew on every call, which costs as much as running it. PostgreSQL
+/// builds it again when the table's statistics change. The plan must be good however large the
+/// table was when it was built (see [`BOUNDED`]).
 const ONE_PLAN: &[(&str, &str)] = &[
     ("plan_cache_mode", "force_generic_plan"),
     ("enable_seqscan", "off"),
+    ("enable_nestloop", "off"),
 ];
 
-/// Settings of an upkeep connection. A plan PostgreSQL caches is built on the table as it was
-/// then: built on an empty table, a sequential scan looks free, and it stays the plan (reading
-/// the whole table on every renewal or rescue) until the statistics change. Every upkeep
-/// statement finds its rows through an index condition, so without sequential scans none of
-/// their plans reads the whole table, whatever size the table had when it was planned.
-const INDEX_SCANS: &[(&str, &str)] = &[("enable_seqscan", "off")];
+/// Settings of an upkeep connection, and the reason for two of a dispatch connection's. A plan
+/// PostgreSQL caches is built on the table as it was then: on an empty table, a sequential scan
+/// looks free, and so does a nested loop that rereads one side of a join for every row of the
+/// other; that plan stays while the table grows, until the statistics change. Every statement
+/// pgq runs on its own connections finds its rows through an index condition (`id = ANY(...)`):
+/// without sequential scans, none of their plans reads the whole table; without nested loops,
+/// their joins by id are hash joins, linear in the jobs they touch. `store::plans` checks both.
+const BOUNDED: &[(&str, &str)] = &[("enable_seqscan", "off"), ("enable_nestloop", "off")];
 
 /// One queue's dispatcher connections. Behind a transaction pooler, which refuses settings in a
 /// connection's startup and keeps no session state, they are plain.
@@ -71,7 +73,7 @@ pub(crate) fn dispatch_pool(pool: &PgPool, queue: &str, connections: u32, pooled
 /// connection of the client's pool cannot starve them; plain behind a transaction pooler, as
 /// the dispatcher's.
 pub(crate) fn upkeep_pool(pool: &PgPool, connections: u32, pooled: bool) -> PgPool {
-    let settings = if pooled { &[][..] } else { INDEX_SCANS };
+    let settings = if pooled { &[][..] } else { BOUNDED };
     like(pool, connections, "pgq-upkeep", settings)
 }
 
