@@ -2,8 +2,9 @@
 //! change in id order, changes only those whose status allows it (the fence: a job that moved
 //! meanwhile is left alone), writes `phase` with `status`, and reports every id it was given
 //! with the status it found, so that what was skipped says why. Every read of the table is by
-//! `id = ANY(...)` and none is a join, so that no plan of it scans the whole table or compares
-//! every pair of a batch's jobs, whatever the statistics (see `store::plans`).
+//! `id = ANY(...)`, and no update or delete joins its jobs to another list, so that no plan of
+//! it scans the whole table or compares every pair of a batch's jobs, whatever the statistics
+//! (see `store::plans`).
 
 use std::collections::HashSet;
 

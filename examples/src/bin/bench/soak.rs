@@ -83,8 +83,8 @@ pub(crate) async fn run(s: &Settings, client: &Client, seconds: u64) -> Outcome 
             println!("soak_sustained_per_s {:.0}", per_second(completed, elapsed));
             measuring.shutdown().await?;
             // An empty table, as a fresh install has: no statistics, so the fresh worker's plans
-            // are built on nothing, the hardest case for them. (A DELETE and a VACUUM leave the
-            // whole table behind when a vacuum of the measurement's rows is still running.)
+            // are built on nothing, the hardest case for them. (A DELETE and a VACUUM could
+            // leave the whole table behind, as when a vacuum of the measurement's rows ran on.)
             sqlx::raw_sql("TRUNCATE pgq.jobs")
                 .execute(client.pool())
                 .await?;
