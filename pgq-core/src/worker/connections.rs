@@ -38,34 +38,40 @@ fn like(
         .connect_lazy_with(options)
 }
 
-/// Settings of a dispatch connection: the tick keeps one plan, built once, instead of
-/// PostgreSQL planning it anew on every call, which costs as much as running it. PostgreSQL
-/// builds it again when the table's statistics change. The plan must be good however large the
-/// table was when it was built (see [`BOUNDED`]).
-const ONE_PLAN: &[(&str, &str)] = &[
-    ("plan_cache_mode", "force_generic_plan"),
+/// Settings of every connection a worker opens for its own statements. A plan PostgreSQL caches
+/// is built on the table as it was then: on an empty table, a sequential scan looks free, and so
+/// does a nested loop that rereads one side of a join for every row of the other; that plan
+/// stays while the table grows, until the statistics change. Every statement pgq runs on its own
+/// connections finds its rows through an index condition (`id = ANY(...)`): without sequential
+/// scans, none of their plans reads the whole table; without nested loops, their joins by id are
+/// hash joins, linear in the jobs they touch. Without JIT: a scan left without an alternative
+/// (of `pgq.workers`, a few rows) is costed as disabled, far above `jit_above_cost`, and
+/// PostgreSQL would compile the statement to machine code on every call, 100–400 ms for work of
+/// a tenth of a millisecond. `store::plans` checks all three.
+pub(crate) const BOUNDED: &[(&str, &str)] = &[
     ("enable_seqscan", "off"),
     ("enable_nestloop", "off"),
+    ("jit", "off"),
 ];
 
-/// Settings of an upkeep connection, and the reason for two of a dispatch connection's. A plan
-/// PostgreSQL caches is built on the table as it was then: on an empty table, a sequential scan
-/// looks free, and so does a nested loop that rereads one side of a join for every row of the
-/// other; that plan stays while the table grows, until the statistics change. Every statement
-/// pgq runs on its own connections finds its rows through an index condition (`id = ANY(...)`):
-/// without sequential scans, none of their plans reads the whole table; without nested loops,
-/// their joins by id are hash joins, linear in the jobs they touch. `store::plans` checks both.
-const BOUNDED: &[(&str, &str)] = &[("enable_seqscan", "off"), ("enable_nestloop", "off")];
+/// What a dispatch connection adds to [`BOUNDED`]: the tick keeps one plan, built once, instead
+/// of PostgreSQL planning it anew on every call, which costs as much as running it. PostgreSQL
+/// builds it again when the table's statistics change.
+const ONE_PLAN: (&str, &str) = ("plan_cache_mode", "force_generic_plan");
 
 /// One queue's dispatcher connections. Behind a transaction pooler, which refuses settings in a
 /// connection's startup and keeps no session state, they are plain.
 pub(crate) fn dispatch_pool(pool: &PgPool, queue: &str, connections: u32, pooled: bool) -> PgPool {
-    let settings = if pooled { &[][..] } else { ONE_PLAN };
+    let settings = if pooled {
+        Vec::new()
+    } else {
+        [BOUNDED, &[ONE_PLAN]].concat()
+    };
     like(
         pool,
         connections,
         &format!("pgq-dispatch:{queue}"),
-        settings,
+        &settings,
     )
 }
 

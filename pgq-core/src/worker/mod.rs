@@ -7,7 +7,7 @@
 
 mod builder;
 pub(crate) mod completer;
-mod connections;
+pub(crate) mod connections;
 mod control;
 mod dispatcher;
 mod drain;
