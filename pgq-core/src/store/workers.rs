@@ -64,7 +64,10 @@ pub(crate) async fn remove(store: &Store, id: &str) -> Result<()> {
 
 /// Removes the registrations of dead workers and takes back what they held as the rescuer does
 /// with expired leases: each such attempt counts, so that a job that kills its worker fails
-/// once its attempts are spent instead of killing workers forever.
+/// once its attempts are spent instead of killing workers forever. Their jobs are found by
+/// reading the index of held jobs whole, which on a busy queue also holds an entry for every job
+/// finished since the last vacuum: only when a worker died (every rescue otherwise, 50–70 ms at
+/// 10 000 jobs a second).
 const RELEASE_DEAD: &str = concat!(
     "
 WITH dead AS (
@@ -72,7 +75,8 @@ WITH dead AS (
 ),
 orphaned AS (
     SELECT job.id FROM pgq.jobs AS job
-    WHERE job.phase = 1 AND job.worker_id = ANY(ARRAY(SELECT id FROM dead))
+    WHERE EXISTS (SELECT FROM dead)
+      AND job.phase = 1 AND job.worker_id = ANY(ARRAY(SELECT id FROM dead))
     FOR UPDATE SKIP LOCKED
 )
 UPDATE pgq.jobs AS job SET",
@@ -149,5 +153,62 @@ mod tests {
             &[("RELEASE_DEAD", super::RELEASE_DEAD, "")],
         )
         .await;
+    }
+
+    /// With no dead worker, the release reads no job at all, on a worker's own connection.
+    #[tokio::test]
+    async fn no_dead_worker_no_read_of_jobs() {
+        let db = pgq_testkit::TestDatabase::new().await;
+        let mut conn = db.pool().acquire().await.expect("a connection");
+        for (name, value) in crate::worker::connections::BOUNDED {
+            sqlx::query("SELECT set_config($1, $2, false)")
+                .bind(name)
+                .bind(value)
+                .execute(&mut *conn)
+                .await
+                .expect("a worker connection's settings");
+        }
+        // A job, so that the statement's own scans run.
+        sqlx::raw_sql("INSERT INTO pgq.jobs (task, queue, payload) VALUES ('t', 'q', '{}')")
+            .execute(&mut *conn)
+            .await
+            .expect("a job");
+        let sql = crate::store::sql::render(super::RELEASE_DEAD, "pgq");
+        let sqlx::types::Json(plan): sqlx::types::Json<serde_json::Value> =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) {}",
+                sql.replace("$1", "1")
+            )))
+            .fetch_one(&mut *conn)
+            .await
+            .expect("explain");
+        let mut scans = Vec::new();
+        scans_of_jobs(&plan, &mut scans);
+        assert!(!scans.is_empty(), "no scan of jobs by worker in {plan:#}");
+        assert!(
+            scans.iter().all(|(_, loops)| *loops == 0),
+            "jobs read with no dead worker ({scans:?}):\n{plan:#}"
+        );
+    }
+
+    /// The scans of the jobs table below `node` that find jobs by worker, with how often each ran.
+    fn scans_of_jobs(node: &serde_json::Value, found: &mut Vec<(String, u64)>) {
+        match node {
+            serde_json::Value::Array(items) => items.iter().for_each(|n| scans_of_jobs(n, found)),
+            serde_json::Value::Object(fields) => {
+                let filter = fields.get("Filter").and_then(serde_json::Value::as_str);
+                if filter.is_some_and(|filter| filter.contains("worker_id")) {
+                    let index = fields.get("Index Name").and_then(serde_json::Value::as_str);
+                    let loops = fields
+                        .get("Actual Loops")
+                        .and_then(serde_json::Value::as_u64);
+                    found.push((index.unwrap_or("jobs").to_owned(), loops.unwrap_or(0)));
+                }
+                fields
+                    .values()
+                    .for_each(|value| scans_of_jobs(value, found));
+            }
+            _ => {}
+        }
     }
 }
