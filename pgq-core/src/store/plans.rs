@@ -45,14 +45,7 @@ pub(crate) async fn assert_no_whole_table_reads(
     .await
     .expect("an empty table's statistics");
     if let Connections::Own = connections {
-        for (name, value) in crate::worker::connections::BOUNDED {
-            sqlx::query("SELECT set_config($1, $2, false)")
-                .bind(name)
-                .bind(value)
-                .execute(&mut conn)
-                .await
-                .expect("a worker connection's settings");
-        }
+        set_as_a_worker_connection(&mut conn).await;
     }
     for (name, template, types) in statements {
         let sql = crate::store::sql::render(template, "pgq");
@@ -91,6 +84,18 @@ pub(crate) async fn assert_no_whole_table_reads(
             .execute(&mut conn)
             .await
             .expect("deallocate");
+    }
+}
+
+/// Gives `conn` the settings a worker's own connections start with.
+pub(crate) async fn set_as_a_worker_connection(conn: &mut sqlx::PgConnection) {
+    for (name, value) in crate::worker::connections::BOUNDED {
+        sqlx::query("SELECT set_config($1, $2, false)")
+            .bind(name)
+            .bind(value)
+            .execute(&mut *conn)
+            .await
+            .expect("a worker connection's settings");
     }
 }
 

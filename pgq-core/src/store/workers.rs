@@ -160,14 +160,7 @@ mod tests {
     async fn no_dead_worker_no_read_of_jobs() {
         let db = pgq_testkit::TestDatabase::new().await;
         let mut conn = db.pool().acquire().await.expect("a connection");
-        for (name, value) in crate::worker::connections::BOUNDED {
-            sqlx::query("SELECT set_config($1, $2, false)")
-                .bind(name)
-                .bind(value)
-                .execute(&mut *conn)
-                .await
-                .expect("a worker connection's settings");
-        }
+        crate::store::plans::set_as_a_worker_connection(&mut conn).await;
         // A job, so that the statement's own scans run.
         sqlx::raw_sql("INSERT INTO pgq.jobs (task, queue, payload) VALUES ('t', 'q', '{}')")
             .execute(&mut *conn)
