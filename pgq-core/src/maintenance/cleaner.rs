@@ -8,7 +8,9 @@
 //! next comes when about a batch's worth of jobs will be due again at the rate the pass found
 //! them, within its interval: a queue finishing 10 000 jobs a second is cleaned a batch every
 //! tenth of a second, as steadily as it finishes them, instead of a minute's worth at once; a
-//! quiet one once an interval.
+//! quiet one once an interval. A pass that finds nothing due asks when the oldest finished job
+//! falls due and comes back then (within the interval), so that the pace starts with the first
+//! jobs past retention.
 
 use std::time::{Duration, Instant};
 
@@ -75,6 +77,8 @@ pub(crate) struct Cleaner {
     last_pass_end: Option<Instant>,
     /// Deleted since the pass began.
     deleted_in_pass: u64,
+    /// Whether this pass comes when the oldest finished job was to fall due.
+    waited_for_due: bool,
     /// Deleted since the last log line, and when that was.
     unlogged: u64,
     logged_at: Option<Instant>,
@@ -88,6 +92,7 @@ impl Cleaner {
             config,
             last_pass_end: None,
             deleted_in_pass: 0,
+            waited_for_due: false,
             unlogged: 0,
             logged_at: None,
         }
@@ -115,6 +120,7 @@ impl Service for Cleaner {
         .await?;
         let took = began.elapsed();
         // `None`: another process is cleaning; this pass ends.
+        let held = deleted.is_some();
         let deleted = deleted.unwrap_or(0);
         self.deleted_in_pass += deleted;
         self.unlogged += deleted;
@@ -122,11 +128,29 @@ impl Service for Cleaner {
         if deleted == CLEAN_BATCH as u64 {
             self.next = pause.min(interval);
         } else {
-            let now = Instant::now();
-            if let Some(last) = self.last_pass_end.replace(now) {
-                self.next = wait_after_pass(self.deleted_in_pass, now - last, pause, interval);
-            }
-            self.deleted_in_pass = 0;
+            let ended = Instant::now();
+            let since = self.last_pass_end.replace(ended);
+            let found = std::mem::take(&mut self.deleted_in_pass);
+            let waited_for_due = std::mem::take(&mut self.waited_for_due);
+            self.next = match since {
+                Some(last) if found > 0 => wait_after_pass(found, ended - last, pause, interval),
+                // Nothing was due: the next pass when the oldest finished job is, so that a queue
+                // whose first jobs fall due is cleaned at its pace from then on, not an interval
+                // later with an interval's jobs at once. Once only: if that pass finds nothing
+                // either (another statement holds the job), the interval.
+                _ if held && found == 0 && !waited_for_due => {
+                    let due_in = store::maintenance::oldest_finished_due_in(
+                        &self.store,
+                        retention.completed,
+                        retention.failed,
+                    )
+                    .await?;
+                    let wait = wait_until_due(due_in, pause, interval);
+                    self.waited_for_due = wait < interval;
+                    wait
+                }
+                _ => interval,
+            };
         }
         // One line an interval at most, however often the passes come.
         if self.unlogged > 0 && self.logged_at.is_none_or(|at| at.elapsed() >= interval) {
@@ -148,11 +172,20 @@ fn wait_after_pass(deleted: u64, span: Duration, floor: Duration, interval: Dura
         .clamp(floor.min(interval), interval)
 }
 
+/// After a pass that found nothing due: the wait until the oldest finished job falls due (`due_in`,
+/// zero when it fell due since the pass; `None` when no job is finished), at least `floor`, at
+/// most `interval`.
+fn wait_until_due(due_in: Option<Duration>, floor: Duration, interval: Duration) -> Duration {
+    due_in.map_or(interval, |due_in| {
+        due_in.clamp(floor.min(interval), interval)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::wait_after_pass;
+    use super::{wait_after_pass, wait_until_due};
 
     const INTERVAL: Duration = Duration::from_secs(60);
     const FLOOR: Duration = Duration::from_millis(15);
@@ -176,5 +209,20 @@ mod tests {
         // A floor above the interval yields to it.
         let short = Duration::from_secs(1);
         assert_eq!(wait_after_pass(1_000_000, INTERVAL, INTERVAL, short), short);
+    }
+
+    #[test]
+    fn a_pass_that_found_nothing_waits_for_the_oldest_finished_job() {
+        let soon = Duration::from_secs(2);
+        assert_eq!(wait_until_due(Some(soon), FLOOR, INTERVAL), soon);
+        assert_eq!(
+            wait_until_due(Some(Duration::from_millis(1)), FLOOR, INTERVAL),
+            FLOOR
+        );
+        let in_a_day = Duration::from_secs(86_400);
+        assert_eq!(wait_until_due(Some(in_a_day), FLOOR, INTERVAL), INTERVAL);
+        assert_eq!(wait_until_due(None, FLOOR, INTERVAL), INTERVAL);
+        // Fallen due between the pass and the question: the next pass at once.
+        assert_eq!(wait_until_due(Some(Duration::ZERO), FLOOR, INTERVAL), FLOOR);
     }
 }

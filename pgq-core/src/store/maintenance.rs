@@ -75,6 +75,36 @@ pub(crate) async fn delete_finished_batch(
     Ok(held.then(|| u64::try_from(deleted).unwrap_or(0)))
 }
 
+/// How long until the oldest finished job falls due, in milliseconds (zero or less: due now),
+/// read from the first entry of the finished-jobs index; no row when nothing is finished.
+const OLDEST_FINISHED_DUE_IN: &str = "
+SELECT ceil((extract(epoch FROM completed_at - now()) * 1000)
+            + CASE WHEN status = 'completed' THEN $1 ELSE $2 END)::int8
+FROM pgq.jobs
+WHERE phase = 2
+ORDER BY completed_at
+LIMIT 1";
+
+/// How long until the oldest finished job is past its retention; `None` when no job is
+/// finished. A job finished later may fall due sooner (when failed jobs are kept longer than
+/// completed ones, or the other way round): the cleaner's interval bounds that wait.
+pub(crate) async fn oldest_finished_due_in(
+    store: &Store,
+    completed: Duration,
+    failed: Duration,
+) -> Result<Option<Duration>> {
+    let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let due_in: Option<i64> = run!(store, |conn| async {
+        Ok(sqlx::query_scalar(store.sql(OLDEST_FINISHED_DUE_IN))
+            .persistent(store.prepared())
+            .bind(millis(completed))
+            .bind(millis(failed))
+            .fetch_optional(&mut *conn)
+            .await?)
+    })?;
+    Ok(due_in.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+}
+
 /// The queues' pending and held jobs: pending jobs from the claim index (its columns are all it
 /// needs), held jobs (few). Neither reads a finished job.
 macro_rules! with_active_jobs {
@@ -222,7 +252,12 @@ pub(crate) async fn stats(store: &Store, window: Duration) -> Result<Vec<QueueSt
 mod tests {
     #[test]
     fn every_statement_renders() {
-        crate::store::sql::assert_renders(&[super::DELETE_FINISHED, super::STATS, super::DEPTH]);
+        crate::store::sql::assert_renders(&[
+            super::DELETE_FINISHED,
+            super::OLDEST_FINISHED_DUE_IN,
+            super::STATS,
+            super::DEPTH,
+        ]);
     }
 
     #[tokio::test]
@@ -234,6 +269,11 @@ mod tests {
                     "DELETE_FINISHED",
                     super::DELETE_FINISHED,
                     "bigint, bigint, bigint, bigint",
+                ),
+                (
+                    "OLDEST_FINISHED_DUE_IN",
+                    super::OLDEST_FINISHED_DUE_IN,
+                    "bigint, bigint",
                 ),
                 ("DEPTH", super::DEPTH, ""),
             ],

@@ -139,3 +139,30 @@ async fn a_workers_cleaner_works_through_a_backlog_without_waiting_its_interval(
     handle.shutdown().await.unwrap();
     assert_eq!(count(&db).await, 2, "jobs within retention are kept");
 }
+
+#[tokio::test]
+async fn a_workers_cleaner_comes_back_when_the_oldest_finished_job_falls_due() {
+    let db = TestDatabase::new().await;
+    jobs(&db, 3, "completed", "").await;
+    let handle = pgq_core::Worker::builder(db.client())
+        .queue("retention", 1)
+        .retention(Retention {
+            completed: Duration::from_secs(2),
+            ..Retention::default()
+        })
+        .build()
+        .unwrap()
+        .start();
+    // The first pass, at start, finds nothing due; the jobs fall due two seconds later, and the
+    // cleaner's interval is a minute: only a pass at their due time deletes them in time.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while count(&db).await > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the jobs past retention are still there: {} rows",
+            count(&db).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    handle.shutdown().await.unwrap();
+}

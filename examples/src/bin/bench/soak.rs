@@ -259,22 +259,23 @@ async fn stand_in_for_autovacuum(client: Client) -> Outcome {
 }
 
 /// Enqueues `rate` jobs a second, a batch `every` so often, until aborted. The finer the batches,
-/// the steadier the load: a batch's jobs arrive at once, and its last waits for the rest.
+/// the steadier the load: a batch's jobs arrive at once, and its last waits for the rest. Each
+/// batch holds what the clock says is owed, so that an enqueue slower than `every` makes the next
+/// batch larger rather than the rate lower.
 async fn enqueue_steadily(
     client: Client,
     rate: u64,
     every: Duration,
     latencies: Arc<Latencies>,
 ) -> Outcome {
-    let per_batch = rate as f64 * every.as_secs_f64();
+    let began = Instant::now();
     let mut every = tokio::time::interval(every);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut owed = 0.0;
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sent = 0;
     loop {
         every.tick().await;
-        owed += per_batch;
-        let count = owed.floor() as u64;
-        owed -= count as f64;
+        let owed = (rate as f64 * began.elapsed().as_secs_f64()) as u64;
+        let count = owed - sent;
         if count == 0 {
             continue;
         }
@@ -282,5 +283,6 @@ async fn enqueue_steadily(
         client
             .enqueue_many((0..count).map(|_| Soaked { sent_us }))
             .await?;
+        sent = owed;
     }
 }
