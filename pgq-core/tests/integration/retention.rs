@@ -49,6 +49,23 @@ async fn count(db: &TestDatabase) -> i64 {
         .unwrap()
 }
 
+/// Waits until a worker's cleaner has left `rows` jobs, for half of its one-minute interval at
+/// most: what is deleted by then was not left for the interval.
+async fn cleaned_down_to(db: &TestDatabase, rows: i64, what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = count(db).await;
+        if left <= rows {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: still there, {left} rows"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn finished_jobs_past_retention_are_deleted_and_the_rest_kept() {
     let db = TestDatabase::new().await;
@@ -127,15 +144,7 @@ async fn a_workers_cleaner_works_through_a_backlog_without_waiting_its_interval(
         .start();
     // The cleaner's interval is a minute: only paced batches, one after another, finish this
     // well within it.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while count(&db).await > 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the backlog is still there: {} rows",
-            count(&db).await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    cleaned_down_to(&db, 2, "the backlog").await;
     handle.shutdown().await.unwrap();
     assert_eq!(count(&db).await, 2, "jobs within retention are kept");
 }
@@ -155,14 +164,6 @@ async fn a_workers_cleaner_comes_back_when_the_oldest_finished_job_falls_due() {
         .start();
     // The first pass, at start, finds nothing due; the jobs fall due two seconds later, and the
     // cleaner's interval is a minute: only a pass at their due time deletes them in time.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while count(&db).await > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the jobs past retention are still there: {} rows",
-            count(&db).await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    cleaned_down_to(&db, 0, "the jobs past retention").await;
     handle.shutdown().await.unwrap();
 }
