@@ -8,6 +8,7 @@
 //! table's and its indexes' sizes: `soak_minute_<n>_per_s`, `_p99_ms`, `_table_mib`,
 //! `_indexes_mib`; at the end, the p99 of the whole soak (`soak_p99_ms`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,16 +41,22 @@ struct Soaked {
     sent_us: u64,
 }
 
-/// The soak's clock and each start's latency since the last report, in milliseconds.
+/// The soak's clock and each start's latency since the last report, in milliseconds. Starts are
+/// recorded only during the soak itself: the measurement before it starts twice as many jobs,
+/// whose latencies nobody reads, and keeping them would make the soak's `peak_rss_mib` the size
+/// of that list rather than what a worker holds over ten minutes.
 struct Latencies {
     began: Instant,
+    recording: AtomicBool,
     samples: Mutex<Vec<f64>>,
 }
 
 #[async_trait]
 impl Handler for Soaked {
     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
-        if let Some(latencies) = ctx.state::<Arc<Latencies>>() {
+        if let Some(latencies) = ctx.state::<Arc<Latencies>>()
+            && latencies.recording.load(Ordering::Relaxed)
+        {
             let now = latencies.began.elapsed().as_micros() as u64;
             let ms = now.saturating_sub(self.sent_us) as f64 / 1000.0;
             latencies.samples.lock().unwrap().push(ms);
@@ -61,6 +68,7 @@ impl Handler for Soaked {
 pub(crate) async fn run(s: &Settings, client: &Client, seconds: u64) -> Outcome {
     let latencies = Arc::new(Latencies {
         began: Instant::now(),
+        recording: AtomicBool::new(false),
         samples: Mutex::default(),
     });
     let start_worker = || -> Result<WorkerHandle, pgq_core::Error> {
@@ -96,7 +104,7 @@ pub(crate) async fn run(s: &Settings, client: &Client, seconds: u64) -> Outcome 
     };
     let handle = start_worker()?;
     println!("soak_rate_per_s {rate}");
-    latencies.samples.lock().unwrap().clear();
+    latencies.recording.store(true, Ordering::Relaxed);
     let enqueuer = tokio::spawn(enqueue_steadily(
         client.clone(),
         rate,
