@@ -11,8 +11,18 @@
 //! quiet one once an interval. A pass that finds nothing due asks when the oldest finished job
 //! falls due and comes back then (within the interval), so that the pace starts with the first
 //! jobs past retention.
+//!
+//!
+//! Within a pass, each batch starts where the last one ended in the finished-jobs index (the
+//! latest completion it deleted): the entries of the jobs already deleted stay in the index until
+//! vacuum removes them, and a batch that started at the beginning would step over all of them, so
+//! that working through a backlog would cost its square. Each pass starts at the beginning again,
+//! for the jobs a batch passed over: kept longer (failed or cancelled), or held by another
+//! statement at the time.
 
 use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
 
 use crate::defaults;
 use crate::error::Result;
@@ -79,6 +89,9 @@ pub(crate) struct Cleaner {
     deleted_in_pass: u64,
     /// Whether this pass comes when the oldest finished job was to fall due.
     waited_for_due: bool,
+    /// Where the pass's next batch starts in the finished-jobs index: the latest completion it
+    /// deleted so far (`None`: the beginning).
+    resume_from: Option<DateTime<Utc>>,
     /// Deleted since the last log line, and when that was.
     unlogged: u64,
     logged_at: Option<Instant>,
@@ -93,6 +106,7 @@ impl Cleaner {
             last_pass_end: None,
             deleted_in_pass: 0,
             waited_for_due: false,
+            resume_from: None,
             unlogged: 0,
             logged_at: None,
         }
@@ -116,18 +130,23 @@ impl Service for Cleaner {
             retention.completed,
             retention.failed,
             CLEAN_BATCH,
+            self.resume_from,
         )
         .await?;
         let took = began.elapsed();
         // `None`: another process is cleaning; this pass ends.
         let held = deleted.is_some();
-        let deleted = deleted.unwrap_or(0);
+        let deleted = deleted.map_or(0, |deleted| {
+            self.resume_from = deleted.reached.or(self.resume_from);
+            deleted.rows
+        });
         self.deleted_in_pass += deleted;
         self.unlogged += deleted;
         let pause = took * PAUSE_PER_BATCH_TIME;
         if deleted == CLEAN_BATCH as u64 {
             self.next = pause.min(interval);
         } else {
+            self.resume_from = None;
             let ended = Instant::now();
             let since = self.last_pass_end.replace(ended);
             let found = std::mem::take(&mut self.deleted_in_pass);
@@ -185,7 +204,8 @@ fn wait_until_due(due_in: Option<Duration>, floor: Duration, interval: Duration)
 mod tests {
     use std::time::Duration;
 
-    use super::{wait_after_pass, wait_until_due};
+    use super::{Cleaner, CleanerConfig, Retention, wait_after_pass, wait_until_due};
+    use crate::maintenance::Service;
 
     const INTERVAL: Duration = Duration::from_secs(60);
     const FLOOR: Duration = Duration::from_millis(15);
@@ -224,5 +244,78 @@ mod tests {
         assert_eq!(wait_until_due(None, FLOOR, INTERVAL), INTERVAL);
         // Fallen due between the pass and the question: the next pass at once.
         assert_eq!(wait_until_due(Some(Duration::ZERO), FLOOR, INTERVAL), FLOOR);
+    }
+
+    /// Inserts `n` completed jobs, finished `age` ago, along the allowed transitions.
+    async fn completed(pool: &sqlx::PgPool, n: i64, age: &str) -> Vec<i64> {
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "INSERT INTO pgq.jobs (task, queue, payload)
+             SELECT 'Old', 'retention', '{}' FROM generate_series(1, $1) RETURNING id",
+        )
+        .bind(n)
+        .fetch_all(pool)
+        .await
+        .expect("jobs");
+        for status in ["claimed", "running", "completed"] {
+            sqlx::query(
+                "UPDATE pgq.jobs SET status = $2, phase = pgq.phase_of($2), attempts = 1,
+                     worker_id = 'w', claimed_at = now(), lease_expires_at = now(),
+                     completed_at = CASE WHEN $2 = 'completed' THEN now() - $3::interval END
+                 WHERE id = ANY($1)",
+            )
+            .bind(&ids)
+            .bind(status)
+            .bind(age)
+            .execute(pool)
+            .await
+            .expect("a transition");
+        }
+        ids
+    }
+
+    async fn exists(pool: &sqlx::PgPool, id: i64) -> bool {
+        sqlx::query_scalar("SELECT EXISTS (SELECT FROM pgq.jobs WHERE id = $1)")
+            .bind(id)
+            .fetch_one(pool)
+            .await
+            .expect("a lookup")
+    }
+
+    /// A pass's batches start where the last one ended, and each pass at the beginning: a job a
+    /// batch passed over (here held by another transaction) is left to the next pass.
+    #[tokio::test]
+    async fn a_pass_resumes_where_its_last_batch_ended_and_the_next_starts_over() {
+        let db = pgq_testkit::TestDatabase::new().await;
+        let pool = db.pool();
+        let held = completed(pool, 1, "3 days").await[0];
+        completed(pool, 1500, "2 days").await;
+        let mut holder = pool.begin().await.expect("a transaction");
+        sqlx::query("SELECT id FROM pgq.jobs WHERE id = $1 FOR UPDATE")
+            .bind(held)
+            .execute(&mut *holder)
+            .await
+            .expect("a row lock");
+        let client = crate::Client::new(pool.clone());
+        let mut cleaner = Cleaner::new(
+            client.store().clone(),
+            CleanerConfig {
+                retention: Retention::default(),
+                interval: Duration::from_secs(60),
+            },
+        );
+
+        // A full batch from the beginning, passing over the held job.
+        cleaner.run_once().await.expect("a batch");
+        holder.rollback().await.expect("the lock released");
+        // The pass's next batch starts after the jobs already passed, and comes back short.
+        cleaner.run_once().await.expect("a batch");
+        let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM pgq.jobs")
+            .fetch_all(pool)
+            .await
+            .expect("the jobs left");
+        assert_eq!(left, [held], "the rest deleted, the job passed over left");
+        // The next pass starts over.
+        cleaner.run_once().await.expect("a batch");
+        assert!(!exists(pool, held).await, "the next pass deleted it");
     }
 }

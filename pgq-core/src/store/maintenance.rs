@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
@@ -15,12 +16,17 @@ use crate::store::run;
 const CLEAN_LOCK: i64 = 0x7067_715f_636c_6561;
 
 /// One batch in one statement (no session state, so it works behind a transaction pooler):
-/// rows a concurrent statement holds are skipped, not waited for.
+/// rows a concurrent statement holds are skipped, not waited for. The scan of the finished-jobs
+/// index starts at `$5` (none: at its start): until vacuum removes them, the entries of the jobs
+/// earlier batches deleted stay at the front of that index, and a batch that started there would
+/// step over all of them, a backlog's worth by its end. The statement returns where the next
+/// batch may start: the latest completion it deleted.
 const DELETE_FINISHED: &str = "
 WITH lock AS (SELECT pg_try_advisory_xact_lock($4) AS held),
 doomed AS (
     SELECT id FROM pgq.jobs
     WHERE phase = 2
+      AND completed_at >= coalesce($5, '-infinity'::timestamptz)
       AND completed_at < (now() - (least($1, $2) * interval '1 millisecond'))
       AND completed_at < (now() - (CASE WHEN status = 'completed' THEN $1 ELSE $2 END
                                    * interval '1 millisecond'))
@@ -29,50 +35,69 @@ doomed AS (
     FOR UPDATE SKIP LOCKED
 ),
 deleted AS (
-    DELETE FROM pgq.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING 1
+    DELETE FROM pgq.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING completed_at
 )
-SELECT (SELECT held FROM lock) AS held, (SELECT count(*) FROM deleted) AS deleted";
+SELECT (SELECT held FROM lock) AS held, count(*) AS deleted, max(completed_at) AS reached
+FROM deleted";
 
-/// Deletes finished jobs older than their retention, `batch` rows per statement, unless
-/// another process is cleaning (then `None`).
+/// Where a batch of [`delete_finished_batch`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Deleted {
+    /// Rows deleted.
+    pub(crate) rows: u64,
+    /// The latest completion among them: every finished job completed before it was deleted,
+    /// is kept longer, was held by another statement or had not been committed yet. `None` when
+    /// nothing was deleted.
+    pub(crate) reached: Option<DateTime<Utc>>,
+}
+
+/// Deletes finished jobs older than their retention, `batch` rows per statement, each starting
+/// where the last ended, unless another process is cleaning (then `None`).
 pub(crate) async fn delete_finished(
     store: &Store,
     completed: Duration,
     failed: Duration,
     batch: i64,
 ) -> Result<Option<u64>> {
-    let mut total = 0;
+    let (mut total, mut from) = (0, None);
     loop {
-        let Some(deleted) = delete_finished_batch(store, completed, failed, batch).await? else {
+        let Some(deleted) = delete_finished_batch(store, completed, failed, batch, from).await?
+        else {
             return Ok((total > 0).then_some(total));
         };
-        total += deleted;
-        if deleted < batch as u64 {
+        total += deleted.rows;
+        from = deleted.reached.or(from);
+        if deleted.rows < batch as u64 {
             return Ok(Some(total));
         }
     }
 }
 
-/// One statement of [`delete_finished`]: at most `batch` rows, or `None` when another process
-/// is cleaning.
+/// One statement of [`delete_finished`]: at most `batch` rows, those completed at `from` or
+/// later (`None`: any), or `None` when another process is cleaning.
 pub(crate) async fn delete_finished_batch(
     store: &Store,
     completed: Duration,
     failed: Duration,
     batch: i64,
-) -> Result<Option<u64>> {
+    from: Option<DateTime<Utc>>,
+) -> Result<Option<Deleted>> {
     let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-    let (held, deleted): (bool, i64) = run!(store, |conn| async {
+    let (held, rows, reached): (bool, i64, Option<DateTime<Utc>>) = run!(store, |conn| async {
         Ok(sqlx::query_as(store.sql(DELETE_FINISHED))
             .persistent(store.prepared())
             .bind(millis(completed))
             .bind(millis(failed))
             .bind(batch)
             .bind(store.lock_key(CLEAN_LOCK))
+            .bind(from)
             .fetch_one(&mut *conn)
             .await?)
     })?;
-    Ok(held.then(|| u64::try_from(deleted).unwrap_or(0)))
+    Ok(held.then(|| Deleted {
+        rows: u64::try_from(rows).unwrap_or(0),
+        reached,
+    }))
 }
 
 /// How long until the oldest finished job falls due, in milliseconds (zero or less: due now),
@@ -268,7 +293,7 @@ mod tests {
                 (
                     "DELETE_FINISHED",
                     super::DELETE_FINISHED,
-                    "bigint, bigint, bigint, bigint",
+                    "bigint, bigint, bigint, bigint, timestamptz",
                 ),
                 (
                     "OLDEST_FINISHED_DUE_IN",
