@@ -12,7 +12,6 @@
 //! falls due and comes back then (within the interval), so that the pace starts with the first
 //! jobs past retention.
 //!
-//!
 //! Within a pass, each batch starts where the last one ended in the finished-jobs index (the
 //! latest completion it deleted): the entries of the jobs already deleted stay in the index until
 //! vacuum removes them, and a batch that started at the beginning would step over all of them, so
@@ -123,30 +122,29 @@ impl Service for Cleaner {
     async fn run_once(&mut self) -> Result<()> {
         let (retention, interval) = (self.config.retention, self.config.interval);
         let began = Instant::now();
-        // A failed step ends the pass: the next starts after the interval.
+        // A failed step ends the pass: the next starts after the interval, at the beginning.
         self.next = interval;
+        let from = self.resume_from.take();
         let deleted = store::maintenance::delete_finished_batch(
             &self.store,
             retention.completed,
             retention.failed,
             CLEAN_BATCH,
-            self.resume_from,
+            from,
         )
         .await?;
         let took = began.elapsed();
         // `None`: another process is cleaning; this pass ends.
         let held = deleted.is_some();
-        let deleted = deleted.map_or(0, |deleted| {
-            self.resume_from = deleted.reached.or(self.resume_from);
-            deleted.rows
-        });
+        let (deleted, reached) =
+            deleted.map_or((0, None), |deleted| (deleted.rows, deleted.reached));
         self.deleted_in_pass += deleted;
         self.unlogged += deleted;
         let pause = took * PAUSE_PER_BATCH_TIME;
         if deleted == CLEAN_BATCH as u64 {
+            self.resume_from = reached.or(from);
             self.next = pause.min(interval);
         } else {
-            self.resume_from = None;
             let ended = Instant::now();
             let since = self.last_pass_end.replace(ended);
             let found = std::mem::take(&mut self.deleted_in_pass);
