@@ -204,6 +204,7 @@ mod tests {
 
     use super::{Cleaner, CleanerConfig, Retention, wait_after_pass, wait_until_due};
     use crate::maintenance::Service;
+    use crate::store::maintenance::tests::jobs;
 
     const INTERVAL: Duration = Duration::from_secs(60);
     const FLOOR: Duration = Duration::from_millis(15);
@@ -244,33 +245,6 @@ mod tests {
         assert_eq!(wait_until_due(Some(Duration::ZERO), FLOOR, INTERVAL), FLOOR);
     }
 
-    /// Inserts `n` completed jobs, finished `age` ago, along the allowed transitions.
-    async fn completed(pool: &sqlx::PgPool, n: i64, age: &str) -> Vec<i64> {
-        let ids: Vec<i64> = sqlx::query_scalar(
-            "INSERT INTO pgq.jobs (task, queue, payload)
-             SELECT 'Old', 'retention', '{}' FROM generate_series(1, $1) RETURNING id",
-        )
-        .bind(n)
-        .fetch_all(pool)
-        .await
-        .expect("jobs");
-        for status in ["claimed", "running", "completed"] {
-            sqlx::query(
-                "UPDATE pgq.jobs SET status = $2, phase = pgq.phase_of($2), attempts = 1,
-                     worker_id = 'w', claimed_at = now(), lease_expires_at = now(),
-                     completed_at = CASE WHEN $2 = 'completed' THEN now() - $3::interval END
-                 WHERE id = ANY($1)",
-            )
-            .bind(&ids)
-            .bind(status)
-            .bind(age)
-            .execute(pool)
-            .await
-            .expect("a transition");
-        }
-        ids
-    }
-
     async fn exists(pool: &sqlx::PgPool, id: i64) -> bool {
         sqlx::query_scalar("SELECT EXISTS (SELECT FROM pgq.jobs WHERE id = $1)")
             .bind(id)
@@ -285,8 +259,8 @@ mod tests {
     async fn a_pass_resumes_where_its_last_batch_ended_and_the_next_starts_over() {
         let db = pgq_testkit::TestDatabase::new().await;
         let pool = db.pool();
-        let held = completed(pool, 1, "3 days").await[0];
-        completed(pool, 1500, "2 days").await;
+        let held = jobs(pool, 1, "completed", "3 days").await[0];
+        jobs(pool, 1500, "completed", "2 days").await;
         let mut holder = pool.begin().await.expect("a transaction");
         sqlx::query("SELECT id FROM pgq.jobs WHERE id = $1 FOR UPDATE")
             .bind(held)
