@@ -87,7 +87,7 @@ pub(crate) async fn delete_finished_batch(
 ) -> Result<Option<Deleted>> {
     let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     let (held, rows, reached): (bool, i64, Option<DateTime<Utc>>) = run!(store, |conn| async {
-        let mut tx = walking_indexes(conn).await?;
+        let mut tx = walking_indexes(store, conn).await?;
         let deleted = sqlx::query_as(store.sql(DELETE_FINISHED))
             .persistent(store.prepared())
             .bind(millis(completed))
@@ -238,7 +238,7 @@ impl QueueDepth {
 pub(crate) async fn depth(store: &Store) -> Result<Vec<QueueDepth>> {
     run!(store, |conn| async {
         let depth = sqlx::query(store.sql(DEPTH)).persistent(store.prepared());
-        let rows = count_walking_indexes(conn, depth).await?;
+        let rows = count_walking_indexes(store, conn, depth).await?;
         rows.iter()
             .map(QueueDepth::from_row)
             .collect::<Result<Vec<_>>>()
@@ -246,20 +246,25 @@ pub(crate) async fn depth(store: &Store) -> Result<Vec<QueueDepth>> {
 }
 
 /// Opens a transaction whose statements walk the indexes entry by entry: index scans on,
-/// bitmap (and sequential) scans off, whatever the connection's settings. A bitmap scan reads every entry in its range, dead or alive, visits
-/// each one's row, and marks none; until vacuum, a busy queue's lease index holds an entry for
-/// every job claimed since (the queue-depth count read 20 000 pages for them, 40–370 ms at
-/// 12 300 jobs/s), and the finished-jobs index one for every job deleted (the cleaner's batches
-/// took 16–30 ms). An index scan stops at its limit, and marks each entry whose row it finds
-/// dead to every transaction, so that the next scan steps over it without reading the table.
-/// Plans of an empty table's statistics, as a fresh install has, choose bitmap scans.
-async fn walking_indexes(conn: &mut PgConnection) -> Result<Transaction<'_, Postgres>> {
+/// bitmap (and sequential) scans off, whatever the connection's settings. A bitmap scan reads
+/// every entry in its range, dead or alive, visits each one's row, and marks none; until vacuum,
+/// a busy queue's lease index holds an entry for every job claimed since (the queue-depth count
+/// read 20 000 pages for them, 40–370 ms at 12 300 jobs/s), and the finished-jobs index one for
+/// every job deleted (the cleaner's batches took 16–30 ms). An index scan stops at its limit,
+/// and marks each entry whose row it finds dead to every transaction, so that the next scan
+/// steps over it without reading the table. Plans of an empty table's statistics, as a fresh
+/// install has, choose bitmap scans.
+async fn walking_indexes<'c>(
+    store: &Store,
+    conn: &'c mut PgConnection,
+) -> Result<Transaction<'c, Postgres>> {
     let mut tx = conn.begin().await?;
     sqlx::query(
         "SELECT set_config('enable_indexscan', 'on', true), \
                 set_config('enable_bitmapscan', 'off', true), \
                 set_config('enable_seqscan', 'off', true)",
     )
+    .persistent(store.prepared())
     .execute(&mut *tx)
     .await?;
     Ok(tx)
@@ -268,10 +273,11 @@ async fn walking_indexes(conn: &mut PgConnection) -> Result<Transaction<'_, Post
 /// Fetches what a counting statement finds, [`walking_indexes`]. Rolled back: the statement
 /// only reads, and the rollback ends the settings (a savepoint's too, behind a pooler).
 async fn count_walking_indexes(
+    store: &Store,
     conn: &mut PgConnection,
     query: Query<'_, Postgres, PgArguments>,
 ) -> Result<Vec<PgRow>> {
-    let mut tx = walking_indexes(conn).await?;
+    let mut tx = walking_indexes(store, conn).await?;
     let rows = query.fetch_all(&mut *tx).await?;
     tx.rollback().await?;
     Ok(rows)
@@ -283,7 +289,7 @@ pub(crate) async fn stats(store: &Store, window: Duration) -> Result<Vec<QueueSt
         let stats = sqlx::query(store.sql(STATS))
             .persistent(store.prepared())
             .bind(i64::try_from(window.as_millis()).unwrap_or(i64::MAX));
-        let rows = count_walking_indexes(conn, stats).await?;
+        let rows = count_walking_indexes(store, conn, stats).await?;
         let rate =
             |row: &PgRow, name: &str| -> Result<f64> { Ok(count(row, name)? as f64 / minutes) };
         rows.iter()
