@@ -204,7 +204,7 @@ mod tests {
 
     use super::{Cleaner, CleanerConfig, Retention, wait_after_pass, wait_until_due};
     use crate::maintenance::Service;
-    use crate::store::maintenance::tests::jobs;
+    use crate::store::walk::tests::jobs;
 
     const INTERVAL: Duration = Duration::from_secs(60);
     const FLOOR: Duration = Duration::from_millis(15);

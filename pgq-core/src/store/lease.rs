@@ -6,6 +6,7 @@ use sqlx::Row;
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::store::attempt::{ERROR_HISTORY, Fence};
+use crate::store::walk::walking_indexes;
 use crate::store::{Store, run};
 
 /// One held attempt and the lease length it keeps.
@@ -135,7 +136,9 @@ macro_rules! take_back {
 pub(crate) use take_back;
 
 /// Expired held jobs go back to `pending` with backoff, or to `failed` when their attempts are
-/// spent; each rescue is that attempt's error. SKIP LOCKED keeps concurrent rescuers apart.
+/// spent; each rescue is that attempt's error. SKIP LOCKED keeps concurrent rescuers apart. Run
+/// walking the lease index in its order ([`walking_indexes`]): the entries of expired leases are
+/// mostly those of jobs finished since the last vacuum.
 const RESCUE: &str = concat!(
     "
 WITH expired AS (
@@ -158,12 +161,14 @@ RETURNING job.id, job.queue"
 /// Rescues up to `limit` jobs whose lease expired; with their queues.
 pub(crate) async fn rescue(store: &Store, limit: i64) -> Result<Vec<(JobId, String)>> {
     run!(store, |conn| async {
+        let mut tx = walking_indexes(store, conn).await?;
         let rows: Vec<(i64, String)> = sqlx::query_as(store.sql(RESCUE))
             .persistent(store.prepared())
             .bind(limit)
             .bind(ERROR_HISTORY)
-            .fetch_all(&mut *conn)
+            .fetch_all(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(rows
             .into_iter()
             .map(|(id, queue)| (JobId::from(id), queue))
@@ -173,9 +178,41 @@ pub(crate) async fn rescue(store: &Store, limit: i64) -> Result<Vec<(JobId, Stri
 
 #[cfg(test)]
 mod tests {
+    use crate::store::walk::tests::{jobs, walk_until_marked};
+
     #[test]
     fn every_statement_renders() {
         crate::store::sql::assert_renders(&[super::RENEW, super::EXTEND, super::RESCUE]);
+    }
+
+    /// A rescue walks the expired leases in order, marking the entries of finished jobs dead on
+    /// its way to the jobs still held, so that the next one steps over them.
+    #[tokio::test]
+    async fn a_rescue_marks_the_entries_of_finished_jobs_dead() {
+        let db = pgq_testkit::TestDatabase::new().await;
+        let pool = db.pool();
+        jobs(pool, 1000, "completed", "2 hours").await;
+        let held = jobs(pool, 3, "running", "1 hour").await;
+        // An application whose connections turn index scans off: the planner's other choice is
+        // a bitmap scan, as it is on a busy table whose statistics are those of an empty one.
+        let options = db.connect_options().options([("enable_indexscan", "off")]);
+        let client = crate::Client::new(sqlx::PgPool::connect_lazy_with(options));
+        let rescue = || async {
+            let ids = super::rescue(client.store(), 1000).await.expect("a rescue");
+            let mut ids: Vec<i64> = ids.into_iter().map(|(id, _)| i64::from(id)).collect();
+            ids.sort_unstable();
+            ids
+        };
+        assert_eq!(rescue().await, held, "the held jobs rescued");
+        // An entry for each finished job's claimed and running rows.
+        let marked = walk_until_marked(pool, "pgq.jobs_lease_idx", 2000, || async {
+            assert_eq!(rescue().await, Vec::<i64>::new());
+        })
+        .await;
+        assert!(
+            marked >= 2000,
+            "every finished job's entries marked: {marked}"
+        );
     }
 
     #[tokio::test]

@@ -5,12 +5,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
-use sqlx::{Connection, PgConnection, Postgres, Row, Transaction};
+use sqlx::{PgConnection, Postgres, Row};
 
 use crate::error::Result;
 use crate::stats::QueueStats;
 use crate::store::Store;
 use crate::store::run;
+use crate::store::walk::walking_indexes;
 
 /// The transaction-scoped advisory lock each deleting statement takes ("pgq_clea" in ASCII):
 /// while one process cleans, the others find it taken and leave the work to it.
@@ -21,8 +22,8 @@ const CLEAN_LOCK: i64 = 0x7067_715f_636c_6561;
 /// index starts at `$5` (none: at its start): until vacuum removes them, the entries of the jobs
 /// earlier batches deleted stay at the front of that index, and a batch that started there would
 /// step over all of them, a backlog's worth by its end. The statement returns where the next
-/// batch may start: the latest completion it deleted. Run [`walking_indexes`], in the index's
-/// order.
+/// batch may start: the latest completion it deleted. Run walking the index, in its order
+/// ([`walking_indexes`]).
 const DELETE_FINISHED: &str = "
 WITH lock AS (SELECT pg_try_advisory_xact_lock($4) AS held),
 doomed AS (
@@ -245,33 +246,8 @@ pub(crate) async fn depth(store: &Store) -> Result<Vec<QueueDepth>> {
     })
 }
 
-/// Opens a transaction whose statements walk the indexes entry by entry: index scans on,
-/// bitmap (and sequential) scans off, whatever the connection's settings. A bitmap scan reads
-/// every entry in its range, dead or alive, visits each one's row, and marks none; until vacuum,
-/// a busy queue's lease index holds an entry for every job claimed since (the queue-depth count
-/// read 20 000 pages for them, 40–370 ms at 12 300 jobs/s), and the finished-jobs index one for
-/// every job deleted (the cleaner's batches took 16–30 ms). An index scan stops at its limit,
-/// and marks each entry whose row it finds dead to every transaction, so that the next scan
-/// steps over it without reading the table. Plans of an empty table's statistics, as a fresh
-/// install has, choose bitmap scans.
-async fn walking_indexes<'c>(
-    store: &Store,
-    conn: &'c mut PgConnection,
-) -> Result<Transaction<'c, Postgres>> {
-    let mut tx = conn.begin().await?;
-    sqlx::query(
-        "SELECT set_config('enable_indexscan', 'on', true), \
-                set_config('enable_bitmapscan', 'off', true), \
-                set_config('enable_seqscan', 'off', true)",
-    )
-    .persistent(store.prepared())
-    .execute(&mut *tx)
-    .await?;
-    Ok(tx)
-}
-
-/// Fetches what a counting statement finds, [`walking_indexes`]. Rolled back: the statement
-/// only reads, and the rollback ends the settings (a savepoint's too, behind a pooler).
+/// Fetches what a counting statement finds, walking the indexes. Rolled back: the statement only
+/// reads, and the rollback ends the settings (a savepoint's too, behind a pooler).
 async fn count_walking_indexes(
     store: &Store,
     conn: &mut PgConnection,
@@ -315,8 +291,10 @@ pub(crate) async fn stats(store: &Store, window: Duration) -> Result<Vec<QueueSt
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use std::time::Duration;
+
+    use crate::store::walk::tests::{dead_entries, jobs, walk_until_marked};
 
     #[test]
     fn every_statement_renders() {
@@ -326,80 +304,6 @@ pub(crate) mod tests {
             super::STATS,
             super::DEPTH,
         ]);
-    }
-
-    /// Inserts `n` jobs and moves them along the allowed transitions to `claimed`, `running`
-    /// and then `status`, finished `age` ago when that finishes them; each with a lease and a
-    /// completion time of its own (so that no index entry lists several rows).
-    pub(crate) async fn jobs(pool: &sqlx::PgPool, n: i64, status: &str, age: &str) -> Vec<i64> {
-        let ids: Vec<i64> = sqlx::query_scalar(
-            "INSERT INTO pgq.jobs (task, queue, payload)
-             SELECT 'Walked', 'walk', '{}' FROM generate_series(1, $1) RETURNING id",
-        )
-        .bind(n)
-        .fetch_all(pool)
-        .await
-        .expect("jobs");
-        let path = ["claimed", "running"]
-            .into_iter()
-            .chain((status != "running").then_some(status));
-        for status in path {
-            sqlx::query(
-                "UPDATE pgq.jobs SET status = $2, phase = pgq.phase_of($2), attempts = 1,
-                     worker_id = 'w', claimed_at = now(),
-                     lease_expires_at = CASE WHEN pgq.phase_of($2) = 1
-                         THEN now() + interval '1 hour' + id * interval '1 millisecond' END,
-                     completed_at = CASE WHEN pgq.phase_of($2) = 2
-                         THEN now() - $3::interval + id * interval '1 millisecond' END
-                 WHERE id = ANY($1)",
-            )
-            .bind(&ids)
-            .bind(status)
-            .bind(age)
-            .execute(pool)
-            .await
-            .expect("a transition");
-        }
-        ids
-    }
-
-    /// The entries of `index` marked dead.
-    async fn dead_entries(pool: &sqlx::PgPool, index: &str) -> i64 {
-        sqlx::raw_sql("CREATE EXTENSION IF NOT EXISTS pageinspect")
-            .execute(pool)
-            .await
-            .expect("pageinspect");
-        sqlx::query_scalar(
-            "SELECT count(*) FROM generate_series(1,
-                 pg_relation_size($1::regclass) / current_setting('block_size')::int8 - 1) AS page,
-             LATERAL bt_page_items($1, page) AS item
-             WHERE item.dead",
-        )
-        .bind(index)
-        .fetch_one(pool)
-        .await
-        .expect("the index's entries")
-    }
-
-    /// Runs `walk` until `index` has `expected` entries or more marked dead, for at most 10 s, and
-    /// returns how many it has then. An entry is marked once its row is gone for every
-    /// transaction, which a snapshot elsewhere on the server can hold back for a moment (a
-    /// backend starting up, before it is in a database, counts for all of them).
-    async fn walk_until_marked<W: Future<Output = ()>>(
-        pool: &sqlx::PgPool,
-        index: &str,
-        expected: i64,
-        mut walk: impl FnMut() -> W,
-    ) -> i64 {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            walk().await;
-            let marked = dead_entries(pool, index).await;
-            if marked >= expected || tokio::time::Instant::now() >= deadline {
-                return marked;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 
     /// Counting the held jobs marks the lease index's entries of finished jobs dead, so the

@@ -33,6 +33,7 @@ pub(crate) mod seats;
 pub(crate) mod sql;
 pub(crate) mod testing;
 pub(crate) mod tick;
+pub(crate) mod walk;
 pub(crate) mod workers;
 
 /// How often pgq runs one of its own statements again after a deadlock or serialization
