@@ -262,10 +262,14 @@ async fn count_walking_indexes(
 pub(crate) async fn stats(store: &Store, window: Duration) -> Result<Vec<QueueStats>> {
     let minutes = window.as_secs_f64() / 60.0;
     run!(store, |conn| async {
-        let stats = sqlx::query(store.sql(STATS))
+        // Left to the planner: the window's finished jobs are live rows, which a bitmap or
+        // sequential scan reads faster than a walk of the index (128 against 180 ms for a
+        // million in the window).
+        let rows = sqlx::query(store.sql(STATS))
             .persistent(store.prepared())
-            .bind(i64::try_from(window.as_millis()).unwrap_or(i64::MAX));
-        let rows = count_walking_indexes(store, conn, stats).await?;
+            .bind(i64::try_from(window.as_millis()).unwrap_or(i64::MAX))
+            .fetch_all(&mut *conn)
+            .await?;
         let rate =
             |row: &PgRow, name: &str| -> Result<f64> { Ok(count(row, name)? as f64 / minutes) };
         rows.iter()
