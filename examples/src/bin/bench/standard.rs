@@ -47,6 +47,14 @@ async fn add_completed_rows(pool: &sqlx::PgPool, count: u64) -> Result<(), sqlx:
     Ok(())
 }
 
+/// Deletes every job but the history [`add_completed_rows`] made.
+async fn delete_all_but_history(pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql("DELETE FROM pgq.jobs WHERE worker_id IS DISTINCT FROM 'history'")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// Single and bulk enqueues, the drain (in each completion mode), the drain over a long
 /// history, and an idle worker's wake-up latency.
 pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
@@ -118,9 +126,7 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
         );
         // The reads with that history and the same jobs waiting: the drain's completions go,
         // the jobs come again.
-        sqlx::raw_sql("DELETE FROM pgq.jobs WHERE worker_id IS DISTINCT FROM 'history'")
-            .execute(pool)
-            .await?;
+        delete_all_but_history(pool).await?;
         sqlx::raw_sql("VACUUM ANALYZE pgq.jobs")
             .execute(pool)
             .await?;
@@ -164,9 +170,7 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
             s.completed, total
         );
         eprintln_page(&page);
-        sqlx::raw_sql("DELETE FROM pgq.jobs WHERE worker_id IS DISTINCT FROM 'history'")
-            .execute(pool)
-            .await?;
+        delete_all_but_history(pool).await?;
     }
 
     // An idle worker on an idle database: the drains' dead rows are vacuumed first, as
