@@ -13,12 +13,12 @@ use crate::measure::{checkpoint, per_second, quantile};
 use crate::settings::Settings;
 use crate::tasks::{Noop, Ping, Starts, enqueue_bulk};
 
-/// Fills the table with `count` completed jobs, as a busy queue's history looks, then vacuums
-/// it as autovacuum would have. Inserted directly (the insert guard is lifted meanwhile): the
-/// point is the table's size, not how the rows got there.
 /// How many times `stats()` and an admin search are timed; the median is printed.
 const STATS_CALLS: usize = 11;
 
+/// Fills the table with `count` completed jobs, as a busy queue's history looks, then vacuums
+/// it as autovacuum would have. Inserted directly (the insert guard is lifted meanwhile): the
+/// point is the table's size, not how the rows got there.
 async fn add_completed_rows(pool: &sqlx::PgPool, count: u64) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::raw_sql("ALTER TABLE pgq.jobs DISABLE TRIGGER jobs_guard_insert")
