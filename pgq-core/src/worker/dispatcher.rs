@@ -110,7 +110,11 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
     let mut stopping = dispatch.stopping.clone();
     let mut d = Dispatcher {
         next_poll: Instant::now() + dispatch.poll_interval,
-        pacing: Pacing::new(queue.concurrency, dispatch.batch_size),
+        pacing: Pacing::new(
+            queue.concurrency,
+            dispatch.batch_size,
+            dispatch.ticks_in_flight,
+        ),
         dispatch,
         queue,
         store,
