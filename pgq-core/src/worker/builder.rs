@@ -238,9 +238,8 @@ impl WorkerBuilder {
 
     /// How many jobs one claim takes at most (default [`defaults::BATCH_SIZE`]). A claim asks for
     /// the free slots plus what a round trip uses up, so only queues of quick jobs reach it. A
-    /// worker holds at most this many claimed jobs beyond those running, or this many for each of
-    /// its dispatch connections (at least two) when more jobs return per round trip than the
-    /// queue has slots (a claim in flight on each connection).
+    /// worker holds at most this many claimed jobs beyond those running, or twice as many when
+    /// more jobs return per round trip than the queue has slots (a second claim in flight).
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
