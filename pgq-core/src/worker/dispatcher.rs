@@ -110,11 +110,7 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
     let mut stopping = dispatch.stopping.clone();
     let mut d = Dispatcher {
         next_poll: Instant::now() + dispatch.poll_interval,
-        pacing: Pacing::new(
-            queue.concurrency,
-            dispatch.batch_size,
-            dispatch.ticks_in_flight,
-        ),
+        pacing: Pacing::new(queue.concurrency, dispatch.batch_size),
         dispatch,
         queue,
         store,

@@ -5,25 +5,19 @@
 //! trip uses up: the handlers that returned while the last claim was in flight. Slow handlers
 //! free few slots, so a busy worker does not hoard jobs that other workers could run; quick ones
 //! free many, so claims grow up to the batch size. Only when jobs return faster than slots free
-//! do more claims go out ahead: one for each tick the dispatcher may have in flight (its dispatch
-//! connections), and at least two, so that the database works on a claim on every connection
-//! while the worker runs the jobs of the last. A claim that comes back short means the queue ran
-//! dry, unless a wake-up arrived while it was in flight (it may be for a job committed too late
-//! for it).
+//! does a second claim go out ahead. A claim that comes back short means the queue ran dry, unless
+//! a wake-up arrived while it was in flight (it may be for a job committed too late for it).
 //!
 //! A claim that is the only one in flight takes the jobs for the slots free when it is sent as
 //! `running`: those slots are reserved for them until it comes back.
 
-/// The fewest round trips' worth of jobs a dispatcher holds ahead when jobs return faster than
-/// slots free, whatever its ticks in flight: one claim in flight while the last one's jobs run.
-const MIN_CLAIMS_AHEAD: usize = 2;
+/// Round trips' worth of jobs a dispatcher holds ahead when jobs return faster than slots free.
+const CLAIMS_AHEAD: usize = 2;
 
 #[derive(Debug)]
 pub(crate) struct Pacing {
     concurrency: usize,
     batch_size: usize,
-    /// Round trips' worth of jobs held ahead when jobs return faster than slots free.
-    claims_ahead: usize,
     /// Handlers that returned since the last claim was sent.
     turnover: usize,
     /// `turnover` when the last claim was sent: what one claim's round trip used up.
@@ -48,13 +42,11 @@ pub(crate) struct ClaimSent {
 }
 
 impl Pacing {
-    /// A dispatcher that starts by looking: jobs may be waiting already. `ticks_in_flight`: how
-    /// many of its ticks may be in flight at once.
-    pub(crate) fn new(concurrency: usize, batch_size: usize, ticks_in_flight: usize) -> Self {
+    /// A dispatcher that starts by looking: jobs may be waiting already.
+    pub(crate) fn new(concurrency: usize, batch_size: usize) -> Self {
         Self {
             concurrency,
             batch_size,
-            claims_ahead: ticks_in_flight.max(MIN_CLAIMS_AHEAD),
             turnover: 0,
             pace: 0,
             asking: 0,
@@ -88,7 +80,7 @@ impl Pacing {
         let batch = self.batch_size;
         let per_round_trip = self.turnover.max(self.pace).min(batch);
         let ahead = if per_round_trip > self.concurrency {
-            self.claims_ahead
+            CLAIMS_AHEAD
         } else {
             1
         };
@@ -153,14 +145,14 @@ mod tests {
 
     #[test]
     fn a_new_dispatcher_asks_for_its_free_slots() {
-        let pacing = Pacing::new(16, 256, 2);
+        let pacing = Pacing::new(16, 256);
         assert_eq!(pacing.want(16, 0), 16);
         assert_eq!(pacing.want(3, 0), 3);
     }
 
     #[test]
     fn claimed_jobs_and_claims_in_flight_count_as_held() {
-        let mut pacing = Pacing::new(16, 256, 2);
+        let mut pacing = Pacing::new(16, 256);
         assert_eq!(pacing.want(16, 4), 12);
         pacing.send(10, 0);
         assert_eq!(pacing.want(16, 4), 2);
@@ -168,7 +160,7 @@ mod tests {
 
     #[test]
     fn slow_handlers_never_claim_ahead() {
-        let mut pacing = Pacing::new(16, 256, 2);
+        let mut pacing = Pacing::new(16, 256);
         let sent = pacing.send(16, 0);
         pacing.received(sent, 16);
         // Two handlers returned during the round trip: two free slots, two more asked for.
@@ -182,7 +174,7 @@ mod tests {
 
     #[test]
     fn quick_handlers_claim_two_round_trips_ahead_up_to_the_batch_size() {
-        let mut pacing = Pacing::new(16, 256, 2);
+        let mut pacing = Pacing::new(16, 256);
         pacing.returned(100);
         assert_eq!(pacing.want(16, 0), 216);
         pacing.returned(1000);
@@ -198,34 +190,8 @@ mod tests {
     }
 
     #[test]
-    fn quick_handlers_claim_ahead_on_every_tick_in_flight() {
-        let mut pacing = Pacing::new(16, 256, 3);
-        pacing.returned(1000);
-        let first = pacing.send(256, 16);
-        pacing.returned(1000);
-        assert_eq!(pacing.want(0, 0), 256, "a second claim goes out ahead");
-        let second = pacing.send(256, 0);
-        pacing.returned(1000);
-        assert_eq!(pacing.want(0, 0), 256, "and a third, one per tick in flight");
-        let third = pacing.send(256, 0);
-        pacing.returned(1000);
-        assert_eq!(pacing.want(0, 0), 0, "but no fourth");
-        pacing.received(first, 256);
-        pacing.received(second, 256);
-        pacing.received(third, 256);
-        assert_eq!(pacing.want(16, 768 - 16), 16, "what runs is replaced");
-    }
-
-    #[test]
-    fn slow_handlers_claim_one_round_trip_however_many_ticks_fly() {
-        let mut pacing = Pacing::new(16, 256, 3);
-        pacing.returned(10);
-        assert_eq!(pacing.want(4, 0), 14);
-    }
-
-    #[test]
     fn a_short_claim_means_the_queue_ran_dry_until_a_wake_up() {
-        let mut pacing = Pacing::new(16, 256, 2);
+        let mut pacing = Pacing::new(16, 256);
         pacing.returned(40);
         let sent = pacing.send(16, 0);
         pacing.received(sent, 3);
@@ -236,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_wake_up_during_a_claim_keeps_looking() {
-        let mut pacing = Pacing::new(16, 256, 2);
+        let mut pacing = Pacing::new(16, 256);
         let sent = pacing.send(16, 0);
         pacing.woken();
         pacing.received(sent, 0);
@@ -245,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_full_claim_or_one_that_asked_nothing_does_not_end_the_search() {
-        let mut pacing = Pacing::new(4, 256, 2);
+        let mut pacing = Pacing::new(4, 256);
         let sent = pacing.send(4, 0);
         pacing.received(sent, 4);
         let sent = pacing.send(0, 0);
@@ -255,7 +221,7 @@ mod tests {
 
     #[test]
     fn jobs_for_free_slots_are_claimed_running_and_their_slots_reserved() {
-        let mut pacing = Pacing::new(16, 256, 2);
+        let mut pacing = Pacing::new(16, 256);
         pacing.returned(100);
         let first = pacing.send(216, 16);
         assert_eq!(first.run_now, 16, "the free slots start at once");
@@ -273,7 +239,7 @@ mod tests {
 
     #[test]
     fn a_short_claim_reserves_no_more_than_it_asks_for() {
-        let mut pacing = Pacing::new(16, 256, 2);
+        let mut pacing = Pacing::new(16, 256);
         let sent = pacing.send(3, 16);
         assert_eq!(sent.run_now, 3);
         assert_eq!(pacing.unreserved(16), 13);
@@ -293,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_failed_claim_gives_back_what_it_asked_for() {
-        let mut pacing = Pacing::new(8, 256, 2);
+        let mut pacing = Pacing::new(8, 256);
         let sent = pacing.send(8, 0);
         assert_eq!(pacing.want(8, 0), 0);
         pacing.failed(sent);
