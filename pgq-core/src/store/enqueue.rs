@@ -207,6 +207,8 @@ fn unique_contention(task: &'static str, key: &str) -> Error {
 /// too; values that already have the column's type are not. So the batch's settings and the
 /// defaults of a new row are cast here, in a one-row CTE, and every row reads them from it.
 /// The inserted ids come back as one array: one row to send and decode instead of one a job.
+/// Every row of a batch has the batch's run time, so whether the batch is due is asked once,
+/// after its inserts, rather than for each row.
 macro_rules! with_batch_job {
     ($rest:literal) => {
         concat!(
@@ -221,9 +223,10 @@ macro_rules! with_batch_job {
             ),",
             $rest,
             "
-            SELECT ids, CASE WHEN due THEN pg_notify('pgq_insert', $2) END IS NULL AS quiet
-            FROM (SELECT coalesce(array_agg(id), '{}') AS ids, bool_or(due) AS due
-                  FROM inserted) AS batch"
+            SELECT ids,
+                   CASE WHEN cardinality(ids) > 0 AND (SELECT run_at FROM job) <= clock_timestamp()
+                        THEN pg_notify('pgq_insert', $2) END IS NULL AS quiet
+            FROM (SELECT coalesce(array_agg(id), '{}') AS ids FROM inserted) AS batch"
         )
     };
 }
@@ -237,7 +240,7 @@ const INSERT_MANY: &str = with_batch_job!(
                               errors, progress, events_count, meta, payload)
         SELECT nextval('pgq.jobs_id_seq'), job.*, t.payload::jsonb
         FROM job, unnest($8::text[]) AS t(payload)
-        RETURNING id, run_at <= clock_timestamp() AS due
+        RETURNING id
     )"
 );
 
@@ -252,7 +255,7 @@ const INSERT_MANY_CONCURRENCY: &str = with_batch_job!(
         SELECT nextval('pgq.jobs_id_seq'), job.*, t.payload::jsonb, t.concurrency_key,
                CASE WHEN t.concurrency_key IS NOT NULL THEN $10::int END
         FROM job, ROWS FROM (unnest($8::text[]), unnest($9::text[])) AS t(payload, concurrency_key)
-        RETURNING id, run_at <= clock_timestamp() AS due
+        RETURNING id
     )"
 );
 
@@ -272,7 +275,7 @@ const INSERT_MANY_KEYED: &str = with_batch_job!(
         ON CONFLICT (task, unique_key)
             WHERE unique_key IS NOT NULL AND phase < 2
             DO NOTHING
-        RETURNING id, run_at <= clock_timestamp() AS due
+        RETURNING id
     )"
 );
 
@@ -293,7 +296,7 @@ const INSERT_MANY_KEYED_CONCURRENCY: &str = with_batch_job!(
         ON CONFLICT (task, unique_key)
             WHERE unique_key IS NOT NULL AND phase < 2
             DO NOTHING
-        RETURNING id, run_at <= clock_timestamp() AS due
+        RETURNING id
     )"
 );
 

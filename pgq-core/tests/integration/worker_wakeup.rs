@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use pgq_core::{
-    Handler, JobContext, JobOutcome, Task, TaskError, Worker, WorkerEvent, async_trait,
+    EnqueueOptions, Handler, JobContext, JobOutcome, Task, TaskError, Worker, WorkerEvent,
+    async_trait,
 };
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
@@ -146,4 +147,53 @@ async fn a_duplicate_enqueue_never_swallows_a_wake_up_owed_to_an_earlier_job() {
         JobOutcome::Completed
     );
     handle.shutdown().await.unwrap();
+}
+
+/// A batch wakes idle workers with one notification when its jobs are due, and with none when
+/// they are not, or when it inserted nothing.
+#[tokio::test]
+async fn a_batch_notifies_once_when_due_and_never_when_it_inserts_nothing_due() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
+        .await
+        .unwrap();
+    listener.listen("pgq_insert").await.unwrap();
+
+    client
+        .enqueue_many((0..3).map(|n| Wake { n }))
+        .await
+        .unwrap();
+    assert_eq!(
+        support::notifications_so_far(db.pool(), &mut listener, "pgq_insert").await,
+        1,
+        "three due jobs, one notification"
+    );
+
+    let later = EnqueueOptions::default().delay(Duration::from_secs(3600));
+    client
+        .enqueue_many_with((0..3).map(|n| Wake { n }), later)
+        .await
+        .unwrap();
+    assert_eq!(
+        support::notifications_so_far(db.pool(), &mut listener, "pgq_insert").await,
+        0,
+        "jobs due in an hour wake nobody now"
+    );
+
+    let holders = || ["a", "b"].map(|key| Holder { key: key.into() });
+    let enqueued = client.enqueue_many(holders()).await.unwrap();
+    assert!(enqueued.iter().all(|e| !e.is_duplicate()));
+    assert_eq!(
+        support::notifications_so_far(db.pool(), &mut listener, "pgq_insert").await,
+        1,
+        "a keyed batch notifies too"
+    );
+    let enqueued = client.enqueue_many(holders()).await.unwrap();
+    assert!(enqueued.iter().all(|e| e.is_duplicate()));
+    assert_eq!(
+        support::notifications_so_far(db.pool(), &mut listener, "pgq_insert").await,
+        0,
+        "a batch of duplicates inserts nothing to wake for"
+    );
 }
