@@ -6,10 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use sqlx::PgConnection;
 use tokio::sync::watch;
 
 use crate::attempt_trace::AttemptTrace;
 use crate::client::Client;
+use crate::error::Result;
 use crate::job_id::JobId;
 use crate::limits;
 use crate::store;
@@ -311,6 +313,24 @@ impl AttemptState {
                 tracing::warn!(job = %self.id, error = %err, "could not write progress");
             }
         }
+    }
+
+    /// Completes the attempt inside the handler's own transaction (`ctx.complete_in`), its
+    /// progress written first; when the handler returns, the worker's completer checks that the
+    /// transaction committed, and reports it. `false` when the fence no longer holds.
+    pub(crate) async fn complete_in(
+        &self,
+        store: &store::Store,
+        conn: &mut PgConnection,
+        fence: Fence<'_>,
+    ) -> Result<bool> {
+        self.flush().await;
+        let completed =
+            self.started().await && store::attempt::complete(store, conn, fence).await?;
+        if completed {
+            self.mark_completed_in_tx();
+        }
+        Ok(completed)
     }
 }
 

@@ -10,8 +10,8 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use crate::job_id::JobId;
+use crate::job_outcome::JobOutcome;
 use crate::metric;
-use crate::worker::JobOutcome;
 
 /// An attempt's span and timings.
 #[derive(Debug)]

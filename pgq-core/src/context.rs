@@ -14,7 +14,6 @@ use crate::limits;
 use crate::state::StateMap;
 use crate::store;
 use crate::task::Task;
-use crate::worker::completer;
 
 /// The job a handler is running: its identity and attempt, application state, and the
 /// services around it — progress, cancellation, leases, completion in a transaction.
@@ -362,7 +361,11 @@ impl JobContext {
             self.attempt.mark_completed_in_tx();
             return Ok(());
         };
-        if completer::complete_in(client.store(), conn, &self.attempt, fence).await? {
+        if self
+            .attempt
+            .complete_in(client.store(), conn, fence)
+            .await?
+        {
             Ok(())
         } else {
             self.attempt.lose_lease();

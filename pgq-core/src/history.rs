@@ -3,11 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::client::Client;
-use crate::error::Result;
-use crate::store;
-
-/// How many minutes [`Client::finished_history`] looks back.
+/// How many minutes [`Client::finished_history`](crate::Client::finished_history) looks back.
 ///
 /// ```
 /// assert_eq!(pgq_core::FINISHED_HISTORY_MINUTES, 60);
@@ -31,7 +27,7 @@ pub struct FinishedMinute {
 }
 
 /// Finished jobs per queue and minute over the last
-/// [`FINISHED_HISTORY_MINUTES`], as [`Client::finished_history`] reports them.
+/// [`FINISHED_HISTORY_MINUTES`], as [`Client::finished_history`](crate::Client::finished_history) reports them.
 ///
 /// ```no_run
 /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
@@ -49,23 +45,4 @@ pub struct FinishedHistory {
     /// Each queue's minutes that finished a job, by queue, then minute; minutes without any
     /// are left out.
     pub minutes: Vec<FinishedMinute>,
-}
-
-impl Client {
-    /// How many jobs each queue completed, failed and cancelled, minute by minute, over the
-    /// last [`FINISHED_HISTORY_MINUTES`]. It reads the finished-jobs index over that hour,
-    /// never the whole history.
-    ///
-    /// ```no_run
-    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
-    /// let history = client.finished_history().await?;
-    /// let failed: u64 = history.minutes.iter().map(|m| m.failed).sum();
-    /// println!("{failed} jobs failed in the last hour");
-    /// # Ok(()) }
-    /// ```
-    pub async fn finished_history(&self) -> Result<FinishedHistory> {
-        let (now, minutes) =
-            store::history::finished_by_minute(self.store(), FINISHED_HISTORY_MINUTES).await?;
-        Ok(FinishedHistory { now, minutes })
-    }
 }

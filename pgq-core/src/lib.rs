@@ -16,6 +16,7 @@ mod inline;
 mod job;
 mod job_id;
 mod job_meta;
+mod job_outcome;
 mod kept_connection;
 pub mod limits;
 mod live_worker;
@@ -61,6 +62,7 @@ pub use handler::Handler;
 pub use history::{FINISHED_HISTORY_MINUTES, FinishedHistory, FinishedMinute};
 pub use job::{AttemptError, Job, JobStatus};
 pub use job_id::{JobId, ParseJobIdError};
+pub use job_outcome::JobOutcome;
 pub use live_worker::LiveWorker;
 pub use maintenance::cleaner::Retention;
 pub use migrate::{Migration, migrate, migrations};
@@ -71,9 +73,7 @@ pub use stats::QueueStats;
 pub use task::Task;
 pub use task_error::{TaskAction, TaskError};
 pub use watch::JobWatch;
-pub use worker::{
-    DrainedJob, JobOutcome, Worker, WorkerBuilder, WorkerEvent, WorkerHandle, WorkerStats,
-};
+pub use worker::{DrainedJob, Worker, WorkerBuilder, WorkerEvent, WorkerHandle, WorkerStats};
 
 /// `#[derive(Task)]`: implements [`Task`] and registers the type. See the README for keys.
 pub use pgq_macros::Task;

@@ -1,5 +1,6 @@
 //! [`QueueInfo`]: each queue as operators see it — its numbers, whether it is paused, and how
-//! many live workers serve it.
+//! many live workers serve it; and each queue's finished jobs minute by minute
+//! ([`FinishedHistory`]).
 
 use std::collections::BTreeMap;
 
@@ -9,6 +10,7 @@ use chrono::{DateTime, Utc};
 
 use crate::client::Client;
 use crate::error::Result;
+use crate::history::{FINISHED_HISTORY_MINUTES, FinishedHistory};
 use crate::rate_limit::RateLimit;
 use crate::stats::QueueStats;
 use crate::store;
@@ -73,6 +75,23 @@ impl Client {
             }
         }
         Ok(queues.into_values().collect())
+    }
+
+    /// How many jobs each queue completed, failed and cancelled, minute by minute, over the
+    /// last [`FINISHED_HISTORY_MINUTES`]. It reads the finished-jobs index over that hour,
+    /// never the whole history.
+    ///
+    /// ```no_run
+    /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
+    /// let history = client.finished_history().await?;
+    /// let failed: u64 = history.minutes.iter().map(|m| m.failed).sum();
+    /// println!("{failed} jobs failed in the last hour");
+    /// # Ok(()) }
+    /// ```
+    pub async fn finished_history(&self) -> Result<FinishedHistory> {
+        let (now, minutes) =
+            store::history::finished_by_minute(self.store(), FINISHED_HISTORY_MINUTES).await?;
+        Ok(FinishedHistory { now, minutes })
     }
 }
 

@@ -10,18 +10,17 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sqlx::PgConnection;
-
 use crate::attempt::{AttemptState, Start};
 use crate::error::Result;
 use crate::job_id::JobId;
+use crate::job_outcome::JobOutcome;
 use crate::limits;
 use crate::store;
 use crate::store::Store;
 use crate::store::attempt::{Failure, Fence};
 use crate::store::run;
 use crate::task_error::{TaskAction, TaskError, truncate_error};
-use crate::worker::event::{JobOutcome, WorkerEvent};
+use crate::worker::event::WorkerEvent;
 use crate::worker::held::HeldJobs;
 use crate::worker::report::{Finished, Reporter};
 use crate::worker::slots::{Active, QueueSlots};
@@ -445,23 +444,6 @@ impl Batch {
     }
 }
 
-/// Completes an attempt inside the handler's own transaction (`ctx.complete_in`); when the
-/// handler returns, [`Completer::end`] checks that the transaction committed, and reports it.
-/// `false` when the fence no longer holds.
-pub(crate) async fn complete_in(
-    store: &Store,
-    conn: &mut PgConnection,
-    state: &AttemptState,
-    fence: Fence<'_>,
-) -> Result<bool> {
-    state.flush().await;
-    let completed = state.started().await && store::attempt::complete(store, conn, fence).await?;
-    if completed {
-        state.mark_completed_in_tx();
-    }
-    Ok(completed)
-}
-
 /// A delay a handler asked for, as stored: at most [`MAX_DELAY`](limits::MAX_DELAY), as for
 /// enqueues, so that the outcome is always recorded.
 fn millis(delay: std::time::Duration) -> i64 {
@@ -480,9 +462,10 @@ mod tests {
     use crate::attempt::{AttemptState, Backend};
     use crate::attempt_trace::AttemptTrace;
     use crate::job_id::JobId;
+    use crate::job_outcome::JobOutcome;
     use crate::schema::Schema;
     use crate::store::Store;
-    use crate::worker::event::{JobOutcome, WorkerEvent};
+    use crate::worker::event::WorkerEvent;
     use crate::worker::held::HeldJobs;
     use crate::worker::report::Reporter;
     use crate::worker::slots::QueueSlots;

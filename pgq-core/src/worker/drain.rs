@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::job_id::JobId;
+use crate::job_outcome::JobOutcome;
 use crate::store;
 use crate::store::run;
 use crate::store::tick::TickRequest;
-use crate::worker::event::{JobOutcome, WorkerEvent};
+use crate::worker::event::WorkerEvent;
 use crate::worker::executor::Executor;
 use crate::worker::report::Reporter;
 use crate::worker::slots::QueueSlots;

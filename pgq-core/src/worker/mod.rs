@@ -34,7 +34,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 pub use builder::WorkerBuilder;
 pub(crate) use builder::WorkerConfig;
 pub use drain::DrainedJob;
-pub use event::{JobOutcome, WorkerEvent, WorkerStats};
+pub use event::{WorkerEvent, WorkerStats};
 pub(crate) use tasks::TaskEntry;
 
 use crate::client::Client;

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 
 use crate::attempt::AttemptState;
-use crate::worker::event::{JobOutcome, WorkerEvent, WorkerStats};
+use crate::job_outcome::JobOutcome;
+use crate::worker::event::{WorkerEvent, WorkerStats};
 
 /// How many events a slow receiver may fall behind before it lags.
 const EVENT_CAPACITY: usize = 1024;
