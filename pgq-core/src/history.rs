@@ -26,8 +26,8 @@ pub struct FinishedMinute {
     pub cancelled: u64,
 }
 
-/// Finished jobs per queue and minute over the last
-/// [`FINISHED_HISTORY_MINUTES`], as [`Client::finished_history`](crate::Client::finished_history) reports them.
+/// Finished jobs per queue and minute over the last [`FINISHED_HISTORY_MINUTES`], as
+/// [`Client::finished_history`](crate::Client::finished_history) reports them.
 ///
 /// ```no_run
 /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
