@@ -11,6 +11,11 @@
 //! completions and the worker wants them durable; a claim or a start alone never waits for the
 //! WAL flush, since a crash that loses one only runs the job again, as a lost lease does.
 //!
+//! A tick that only claims, every job of it to run at once, on a queue with neither a rate limit
+//! nor keyed tasks — an idle worker woken by a notification — is [`CLAIM_RUNNING`], one update
+//! without the completions, starts and ranking it would not use: on an idle machine its round
+//! trip is about 0.1 ms shorter, a good part of the wake-up latency.
+//!
 //! Each update finds its rows by `id = ANY(...)` as well as by its join. A dispatch connection
 //! keeps one plan for its life, and one built while the table was empty would otherwise read
 //! the whole primary key on every tick once the table had grown: on an empty table, a scan of
@@ -19,6 +24,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
+use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{PgConnection, Row};
 
@@ -223,6 +229,28 @@ const TICK_KEYED: &str = concat!(tick_head!(), keeping!(), tick_tail!(keyed));
 /// [`TICK_DELETING`] for a worker with keyed tasks.
 const TICK_DELETING_KEYED: &str = concat!(tick_head!(), deleting!(), tick_tail!(keyed));
 
+/// The tick of an idle worker: nothing to complete or start, every job claimed to run at once.
+/// Each job's lease is its task's ($5, in the order of `tasks`, $3); its commit never waits for
+/// the WAL flush. `rank` is the first key of the claim order (priority, highest first), which
+/// the rows come back without.
+const CLAIM_RUNNING: &str = "
+UPDATE pgq.jobs AS job
+SET status = 'running', phase = 1, attempts = job.attempts + 1, worker_id = $1,
+    claimed_at = now(), started_at = now(),
+    lease_expires_at = now() + (($5::bigint[])[array_position($3, job.task)]
+                                * interval '1 millisecond'),
+    updated_at = now()
+WHERE job.id = ANY(ARRAY(
+        SELECT id FROM pgq.jobs
+        WHERE phase = 0 AND queue = $2 AND run_at <= now() AND task = ANY($3)
+        ORDER BY priority DESC, run_at, id
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED))
+  AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
+RETURNING 'claimed' AS step, job.id, job.task, job.queue, job.payload, job.attempts,
+          job.unique_key, job.run_at, job.meta::text AS meta, -job.priority::bigint AS rank,
+          true AS running";
+
 /// A job this worker claimed.
 #[derive(Debug)]
 pub(crate) struct ClaimedJob {
@@ -291,11 +319,36 @@ pub(crate) struct TickResult {
     pub(crate) next_token: Option<std::time::Duration>,
 }
 
+impl TickRequest<'_> {
+    /// Whether [`CLAIM_RUNNING`] does all this tick asks for.
+    fn claims_only_to_run(&self) -> bool {
+        self.complete.is_empty()
+            && self.start.is_empty()
+            && self.claim > 0
+            && self.run_now >= self.claim
+            && !self.rated
+            && !self.keyed
+    }
+}
+
 pub(crate) async fn tick(
     store: &Store,
     conn: &mut PgConnection,
     request: &TickRequest<'_>,
 ) -> Result<TickResult> {
+    let claim = i64::try_from(request.claim).unwrap_or(i64::MAX);
+    if request.claims_only_to_run() {
+        let rows = sqlx::query(store.sql(CLAIM_RUNNING))
+            .persistent(store.prepared())
+            .bind(request.worker_id)
+            .bind(request.queue)
+            .bind(request.tasks)
+            .bind(claim)
+            .bind(request.leases_ms)
+            .fetch_all(conn)
+            .await?;
+        return read_rows(&rows, request.claim);
+    }
     let statement = match (request.delete_completed, request.rated, request.keyed) {
         (false, _, true) => TICK_KEYED,
         (true, _, true) => TICK_DELETING_KEYED,
@@ -326,15 +379,20 @@ pub(crate) async fn tick(
         .bind(request.start.iter().map(|h| h.attempt).collect::<Vec<_>>())
         .bind(request.queue)
         .bind(request.tasks)
-        .bind(i64::try_from(request.claim).unwrap_or(i64::MAX))
+        .bind(claim)
         .bind(request.leases_ms)
         .bind(if durable { "on" } else { "off" })
         .bind(i64::try_from(request.run_now).unwrap_or(i64::MAX))
         .fetch_all(conn)
         .await?;
+    read_rows(&rows, request.claim)
+}
+
+/// What a tick's rows say; `asked`: the jobs its claim asked for.
+fn read_rows(rows: &[PgRow], asked: usize) -> Result<TickResult> {
     let mut result = TickResult::default();
     let mut claimed = Vec::new();
-    for row in &rows {
+    for row in rows {
         let id = JobId::from(row.try_get::<i64, _>("id")?);
         match row.try_get::<&str, _>("step")? {
             "completed" => result.completed.push(id),
@@ -343,7 +401,7 @@ pub(crate) async fn tick(
             // What the queue's limit left: -1 when it has none (any more).
             "room" => {
                 let room = usize::try_from(id.get()).unwrap_or(usize::MAX);
-                result.limit_reached = room < request.claim;
+                result.limit_reached = room < asked;
             }
             "wait" => {
                 let millis = u64::try_from(id.get()).unwrap_or(0);
@@ -370,7 +428,7 @@ pub(crate) async fn tick(
         }
     }
     // RETURNING has no order: start jobs in the order they were claimed.
-    claimed.sort_by_key(|(order, _)| *order);
+    claimed.sort_by_key(|(order, job)| (*order, job.run_at, job.id));
     result.claimed = claimed.into_iter().map(|(_, job)| job).collect();
     Ok(result)
 }
@@ -380,6 +438,7 @@ mod tests {
     #[test]
     fn every_statement_renders() {
         crate::store::sql::assert_renders(&[
+            super::CLAIM_RUNNING,
             super::TICK,
             super::TICK_DELETING,
             super::TICK_RATED,
@@ -410,6 +469,7 @@ mod tests {
         crate::store::plans::assert_no_whole_table_reads(
             crate::store::plans::Connections::Own,
             &[
+                ("CLAIM_RUNNING", super::CLAIM_RUNNING, ""),
                 ("TICK", super::TICK, ""),
                 ("TICK_DELETING", super::TICK_DELETING, ""),
                 ("TICK_RATED", super::TICK_RATED, ""),

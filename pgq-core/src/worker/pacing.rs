@@ -67,9 +67,12 @@ impl Pacing {
         self.wakeups += 1;
     }
 
-    /// `count` handlers returned.
+    /// `count` handlers returned. While the queue is dry no claim is out for them to pace: the
+    /// first claim after a wake-up asks for the free slots alone, all of them to run at once.
     pub(crate) fn returned(&mut self, count: usize) {
-        self.turnover += count;
+        if self.maybe_more {
+            self.turnover += count;
+        }
     }
 
     /// Jobs the next claim asks for, given the free slots and the claimed jobs waiting for one.
@@ -198,6 +201,17 @@ mod tests {
         assert_eq!(pacing.want(16, 0), 0);
         pacing.woken();
         assert_eq!(pacing.want(16, 0), 16, "and it starts small again");
+    }
+
+    #[test]
+    fn handlers_that_return_while_the_queue_is_dry_do_not_pace_the_next_claim() {
+        let mut pacing = Pacing::new(16, 256);
+        let sent = pacing.send(16, 16);
+        pacing.received(sent, 1);
+        pacing.returned(1);
+        pacing.woken();
+        let sent = pacing.send(pacing.want(16, 0), 16);
+        assert_eq!((sent.asked, sent.run_now), (16, 16));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Claiming: priority, then run_at, then id; only due jobs; never more than free slots.
+//! Claiming: priority, then run_at, then id; only due jobs; never more than free slots; an idle
+//! worker's claim of what waits, in one round trip.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +34,36 @@ struct Hold;
 
 #[async_trait]
 impl Handler for Hold {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        support::pass_gate(ctx).await;
+        Ok(())
+    }
+}
+
+/// Two tasks of one queue with leases of their own, each holding its slot until the test adds a
+/// permit.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "claim-idle", lease = "30s")]
+struct ShortLease {
+    label: String,
+}
+
+#[async_trait]
+impl Handler for ShortLease {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        support::pass_gate(ctx).await;
+        Ok(())
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "claim-idle", lease = "300s")]
+struct LongLease {
+    label: String,
+}
+
+#[async_trait]
+impl Handler for LongLease {
     async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
         support::pass_gate(ctx).await;
         Ok(())
@@ -150,5 +181,96 @@ async fn never_more_jobs_held_than_free_slots() {
 
     gate.add_permits(10);
     support::completed(&handle, 10).await;
+    handle.shutdown().await.unwrap();
+}
+
+/// An idle worker with slots for everything that waits claims it in one statement with nothing
+/// to complete or start: every job straight to `running`, started in claim order, each leased
+/// for its own task's lease.
+#[tokio::test]
+async fn an_idle_worker_claims_what_waits_at_once_in_order_with_each_tasks_lease() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let options = |priority: i16, secs_ago: i64| {
+        EnqueueOptions::default()
+            .priority(priority)
+            .run_at(chrono::Utc::now() - chrono::Duration::seconds(secs_ago))
+    };
+    let label = |l: &str| l.to_owned();
+    let low = client
+        .enqueue_with(
+            ShortLease {
+                label: label("low"),
+            },
+            options(10, 60),
+        )
+        .await
+        .unwrap()
+        .id();
+    let old = client
+        .enqueue_with(
+            LongLease {
+                label: label("old"),
+            },
+            options(100, 50),
+        )
+        .await
+        .unwrap()
+        .id();
+    let new = client
+        .enqueue_with(
+            ShortLease {
+                label: label("new"),
+            },
+            options(100, 5),
+        )
+        .await
+        .unwrap()
+        .id();
+    let high = client
+        .enqueue_with(
+            LongLease {
+                label: label("high"),
+            },
+            options(500, 1),
+        )
+        .await
+        .unwrap()
+        .id();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("claim-idle", 4)
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let mut started = Vec::new();
+    while started.len() < 4 {
+        if let WorkerEvent::JobStarted { id, .. } =
+            support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await
+        {
+            started.push(id);
+        }
+    }
+    assert_eq!(started, vec![high, old, new, low], "claim order");
+    let rows: Vec<(i64, String, i16, i32, bool, bool, f64)> = sqlx::query_as(
+        "SELECT id, status, phase, attempts, worker_id = $1, started_at = claimed_at,
+                extract(epoch FROM lease_expires_at - claimed_at)::float8
+         FROM pgq.jobs ORDER BY id",
+    )
+    .bind(handle.worker_id())
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    let lease = |id: pgq_core::JobId| if id == old || id == high { 300.0 } else { 30.0 };
+    let expected: Vec<_> = [low, old, new, high]
+        .into_iter()
+        .map(|id| (id.get(), "running".to_owned(), 1, 1, true, true, lease(id)))
+        .collect();
+    assert_eq!(rows, expected);
+
+    gate.add_permits(4);
+    support::completed(&handle, 4).await;
     handle.shutdown().await.unwrap();
 }
