@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgq_core::{
-    EnqueueOptions, Handler, JobContext, JobStatus, Task, TaskError, Worker, WorkerEvent,
-    async_trait,
+    Client, EnqueueOptions, Handler, JobContext, JobId, JobStatus, Task, TaskError, Worker,
+    WorkerEvent, async_trait,
 };
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
@@ -184,6 +184,13 @@ async fn never_more_jobs_held_than_free_slots() {
     handle.shutdown().await.unwrap();
 }
 
+/// Enqueues `task` with `priority`, due `secs_ago` seconds ago.
+async fn enqueue_at<T: Task>(client: &Client, task: T, priority: i16, secs_ago: i64) -> JobId {
+    let run_at = chrono::Utc::now() - chrono::Duration::seconds(secs_ago);
+    let options = EnqueueOptions::default().priority(priority).run_at(run_at);
+    client.enqueue_with(task, options).await.unwrap().id()
+}
+
 /// An idle worker with slots for everything that waits claims it in one statement with nothing
 /// to complete or start: every job straight to `running`, started in claim order, each leased
 /// for its own task's lease.
@@ -191,52 +198,42 @@ async fn never_more_jobs_held_than_free_slots() {
 async fn an_idle_worker_claims_what_waits_at_once_in_order_with_each_tasks_lease() {
     let db = TestDatabase::new().await;
     let client = db.client();
-    let options = |priority: i16, secs_ago: i64| {
-        EnqueueOptions::default()
-            .priority(priority)
-            .run_at(chrono::Utc::now() - chrono::Duration::seconds(secs_ago))
-    };
-    let label = |l: &str| l.to_owned();
-    let low = client
-        .enqueue_with(
-            ShortLease {
-                label: label("low"),
-            },
-            options(10, 60),
-        )
-        .await
-        .unwrap()
-        .id();
-    let old = client
-        .enqueue_with(
-            LongLease {
-                label: label("old"),
-            },
-            options(100, 50),
-        )
-        .await
-        .unwrap()
-        .id();
-    let new = client
-        .enqueue_with(
-            ShortLease {
-                label: label("new"),
-            },
-            options(100, 5),
-        )
-        .await
-        .unwrap()
-        .id();
-    let high = client
-        .enqueue_with(
-            LongLease {
-                label: label("high"),
-            },
-            options(500, 1),
-        )
-        .await
-        .unwrap()
-        .id();
+    let low = enqueue_at(
+        &client,
+        ShortLease {
+            label: "low".into(),
+        },
+        10,
+        60,
+    )
+    .await;
+    let old = enqueue_at(
+        &client,
+        LongLease {
+            label: "old".into(),
+        },
+        100,
+        50,
+    )
+    .await;
+    let new = enqueue_at(
+        &client,
+        ShortLease {
+            label: "new".into(),
+        },
+        100,
+        5,
+    )
+    .await;
+    let high = enqueue_at(
+        &client,
+        LongLease {
+            label: "high".into(),
+        },
+        500,
+        1,
+    )
+    .await;
     let gate = Arc::new(Semaphore::new(0));
     let worker = Worker::builder(client.clone())
         .queue("claim-idle", 4)
@@ -263,7 +260,7 @@ async fn an_idle_worker_claims_what_waits_at_once_in_order_with_each_tasks_lease
     .fetch_all(db.pool())
     .await
     .unwrap();
-    let lease = |id: pgq_core::JobId| if id == old || id == high { 300.0 } else { 30.0 };
+    let lease = |id: JobId| if id == old || id == high { 300.0 } else { 30.0 };
     let expected: Vec<_> = [low, old, new, high]
         .into_iter()
         .map(|id| (id.get(), "running".to_owned(), 1, 1, true, true, lease(id)))
