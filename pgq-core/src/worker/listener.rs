@@ -49,6 +49,15 @@ impl Listener {
         }
     }
 
+    /// A queue's settings changed (paused, resumed, limited): its dispatcher claims nothing
+    /// until they are read again, which this asks for.
+    fn settings_changed(&self, queue: &str) {
+        if let Some(slots) = self.queues.iter().find(|q| &*q.name == queue) {
+            slots.settings_changed();
+        }
+        self.pause_changed.notify_one();
+    }
+
     fn wake_all(&self) {
         for slots in &self.queues {
             slots.wake.notify_one();
@@ -92,7 +101,7 @@ impl Listener {
                                 }
                             }
                             Ok(Some(notification)) if notification.channel() == queue_channel => {
-                                self.pause_changed.notify_one();
+                                self.settings_changed(notification.payload());
                             }
                             Ok(Some(notification)) => self.wake(notification.payload()),
                             Ok(None) => break,

@@ -4,7 +4,9 @@
 //! flags, which its dispatcher reads before
 //! every claim. It reads at start, when the listener hears a queue's notification, and every
 //! [`interval`] as the fallback for a lost notification or a worker behind a pooler, which does
-//! not listen. With each read it renews the worker's seats of each limited queue
+//! not listen. Between hearing of a change and a read that started after it, the queue claims
+//! nothing: a job enqueued after a pause, whose notification follows the pause's, is never
+//! claimed on the settings from before it. With each read it renews the worker's seats of each limited queue
 //! (`store::seats`), which bound how many of the queue's handlers the worker runs at once. The
 //! claim statement of a queue without a rate limit never reads `pgq.queues`: a paused or limited
 //! queue costs the others nothing.
@@ -84,13 +86,15 @@ impl SettingsReader {
     /// One read: sets each queue's flags; each dispatcher reports what changed for its queue.
     pub(crate) async fn run_once(&self) -> Result<()> {
         let names: Vec<String> = self.queues.iter().map(|q| q.name.to_string()).collect();
+        // Taken before the read: a change heard later may not be in it.
+        let heard: Vec<u64> = self.queues.iter().map(|q| q.changes_heard()).collect();
         let settings: HashMap<String, Settings> =
             store::queues::settings_among(&self.store, &names)
                 .await?
                 .into_iter()
                 .collect();
         let mut failed = None;
-        for queue in &self.queues {
+        for (queue, heard) in self.queues.iter().zip(heard) {
             let now = settings.get(&*queue.name).copied().unwrap_or_default();
             // The seats first: setting the pause state lets a dispatcher claim, within them.
             if (now.limit.is_some() || queue.seated())
@@ -105,6 +109,7 @@ impl SettingsReader {
             let limit_before = queue.set_limit(now.limit);
             let rated_before = queue.set_rated(now.rated);
             let before = queue.set_paused(now.paused);
+            queue.settings_read(heard);
             let queue = &*queue.name;
             match (before, now.paused) {
                 (None | Some(false), true) => {

@@ -1,7 +1,7 @@
 //! One queue's side of a worker: its free slots, what wakes its dispatcher, and how many of its
 //! attempts are still to be reported.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -24,6 +24,12 @@ pub(crate) struct QueueSlots {
     /// Whether an operator paused the queue: [`UNKNOWN`] until the worker first reads it, and
     /// claims wait until then, so that a worker started on a paused queue claims nothing.
     pause: AtomicU8,
+    /// Changes of the queue's settings the listener heard of, and how many of them a read of
+    /// the settings has caught up with: claims wait while one is unread, so that a job enqueued
+    /// after a pause returned is never claimed by a worker that heard of the pause but has not
+    /// read it yet.
+    changes_heard: AtomicU64,
+    changes_read: AtomicU64,
     /// The queue's cluster-wide concurrency limit as last read; [`NO_LIMIT`] for none.
     limit: AtomicU32,
     /// How many handlers the worker's seats of a limited queue let it run at once
@@ -72,6 +78,8 @@ impl QueueSlots {
             active: AtomicUsize::new(0),
             returned: AtomicUsize::new(0),
             pause: AtomicU8::new(UNKNOWN),
+            changes_heard: AtomicU64::new(0),
+            changes_read: AtomicU64::new(0),
             limit: AtomicU32::new(NO_LIMIT),
             seats: AtomicUsize::new(UNSEATED),
             seats_until: Mutex::new(Instant::now()),
@@ -79,9 +87,30 @@ impl QueueSlots {
         })
     }
 
-    /// Whether the dispatcher must not claim: the queue is paused, or not known not to be.
+    /// Whether the dispatcher must not claim: the queue is paused, or not known not to be (not
+    /// read yet, or changed since the last read).
     pub(crate) fn paused(&self) -> bool {
         self.pause.load(Ordering::SeqCst) != RUNNING
+            || self.changes_read.load(Ordering::SeqCst) < self.changes_heard.load(Ordering::SeqCst)
+    }
+
+    /// The listener heard that the queue's settings changed.
+    pub(crate) fn settings_changed(&self) {
+        self.changes_heard.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The changes heard so far: a read that starts now catches up with them.
+    pub(crate) fn changes_heard(&self) -> u64 {
+        self.changes_heard.load(Ordering::SeqCst)
+    }
+
+    /// A read that started when `heard` changes had been heard was applied; a dispatcher that
+    /// waited for it is woken.
+    pub(crate) fn settings_read(&self, heard: u64) {
+        let before = self.changes_read.fetch_max(heard, Ordering::SeqCst);
+        if before < heard {
+            self.wake.notify_one();
+        }
     }
 
     /// Whether the queue is paused, once the worker has read it.
@@ -246,6 +275,26 @@ mod tests {
         assert_eq!(queue.set_paused(true), Some(false));
         assert!(queue.paused());
         assert_eq!(queue.set_paused(true), Some(true));
+    }
+
+    #[test]
+    fn a_queue_claims_only_once_it_has_read_every_change_it_heard_of() {
+        let queue = QueueSlots::new("email", 1);
+        queue.set_paused(false);
+        queue.settings_changed();
+        let first = queue.changes_heard();
+        queue.settings_changed();
+        let second = queue.changes_heard();
+        assert!(queue.paused(), "a change heard, not read");
+        queue.settings_read(first);
+        assert!(
+            queue.paused(),
+            "a read that started before the second change"
+        );
+        queue.settings_read(second);
+        assert!(!queue.paused());
+        queue.settings_read(first);
+        assert!(!queue.paused(), "an older read never undoes a newer one");
     }
 
     #[test]

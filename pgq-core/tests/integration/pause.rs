@@ -124,6 +124,45 @@ async fn a_paused_queue_accepts_jobs_but_no_worker_claims_them_until_it_is_resum
     handle.shutdown().await.unwrap();
 }
 
+/// The pause and a job of the paused queue, committed together: the worker hears of both at
+/// once, the pause first, and claims nothing before it has read what the pause changed.
+#[tokio::test]
+async fn a_job_enqueued_with_the_pause_is_not_claimed_by_a_worker_that_heard_of_both() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let (handle, mut events) = start(&client);
+    // The queue claims: the worker has read that it is not paused.
+    let first = client.enqueue(PausedWork { n: 1 }).await.unwrap().id();
+    assert_eq!(
+        support::finished(&mut events, first).await.0,
+        JobOutcome::Completed
+    );
+
+    let mut tx = db.pool().begin().await.unwrap();
+    // As `Client::pause_queue` writes it, notification included.
+    sqlx::raw_sql(
+        "INSERT INTO pgq.queues (name, paused_at, updated_at) VALUES ('paused', now(), now())
+         RETURNING pg_notify('pgq_queue', name)",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let held_back = client
+        .enqueue_in(&mut tx, PausedWork { n: 2 })
+        .await
+        .unwrap()
+        .id();
+    tx.commit().await.unwrap();
+    queue_event(&mut events, true).await;
+    enqueue_behind(&client, &mut events, 3).await;
+    assert_eq!(status(&client, held_back).await, (JobStatus::Pending, 0));
+
+    client.resume_queue("paused").await.unwrap();
+    queue_event(&mut events, false).await;
+    support::finished(&mut events, held_back).await;
+    handle.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_pause_outlives_the_workers_and_a_worker_started_on_a_paused_queue_waits() {
     let db = TestDatabase::new().await;
