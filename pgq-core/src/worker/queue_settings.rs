@@ -6,10 +6,10 @@
 //! [`interval`] as the fallback for a lost notification or a worker behind a pooler, which does
 //! not listen. Between hearing of a change and a read that started after it, the queue claims
 //! nothing: a job enqueued after a pause, whose notification follows the pause's, is never
-//! claimed on the settings from before it. With each read it renews the worker's seats of each limited queue
-//! (`store::seats`), which bound how many of the queue's handlers the worker runs at once. The
-//! claim statement of a queue without a rate limit never reads `pgq.queues`: a paused or limited
-//! queue costs the others nothing.
+//! claimed on the settings from before it. With each read it renews the worker's seats of each
+//! limited queue (`store::seats`), which bound how many of the queue's handlers the worker runs
+//! at once. The claim statement of a queue without a rate limit never reads `pgq.queues`: a
+//! paused or limited queue costs the others nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
