@@ -134,9 +134,11 @@ async fn an_operator_releases_a_dead_workers_jobs_in_one_call() {
     let db = TestDatabase::new().await;
     let client = db.client();
     let (dead, id) = kill_mid_job(&db).await;
+    let due = client.job(id).await.unwrap().unwrap().run_at;
     assert_eq!(client.release_worker(&dead).await.unwrap(), vec![id]);
     let job = client.job(id).await.unwrap().unwrap();
     assert_eq!((job.status, job.attempts), (JobStatus::Pending, 0));
+    assert_eq!(job.run_at, due, "released due as it was");
     assert!(client.release_worker(&dead).await.unwrap().is_empty());
 
     complete_with_a_new_worker(&client, id).await;

@@ -170,8 +170,11 @@ pub(crate) async fn fail(
     })
 }
 
+/// A released job keeps its `run_at`: it was due when claimed and is due still, so it keeps its
+/// place in line, a scheduled job keeps its instant, and its wait is measured from when it came
+/// due.
 const RELEASE: &str = "
-UPDATE pgq.jobs SET status = 'pending', phase = 0, attempts = attempts - 1, run_at = now(),
+UPDATE pgq.jobs SET status = 'pending', phase = 0, attempts = attempts - 1,
     worker_id = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')";
 
@@ -191,14 +194,15 @@ pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<bool> {
 
 /// Rows another statement holds are skipped, not waited for (so no order of locking is
 /// needed): a concurrent completion or renewal takes them. The held jobs are found through the
-/// index of held jobs, never by reading the table in id order.
+/// index of held jobs, never by reading the table in id order. Each keeps its `run_at`, as
+/// `RELEASE` says.
 const RELEASE_WORKER: &str = "
 WITH held AS (
     SELECT id FROM pgq.jobs WHERE worker_id = $1 AND phase = 1
     FOR UPDATE SKIP LOCKED
 )
 UPDATE pgq.jobs AS job SET status = 'pending', phase = 0, attempts = job.attempts - 1,
-    run_at = now(), worker_id = NULL, lease_expires_at = NULL, updated_at = now()
+    worker_id = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE job.id = ANY(ARRAY(SELECT id FROM held))
 RETURNING job.id";
 

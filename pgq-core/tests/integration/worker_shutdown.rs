@@ -1,5 +1,5 @@
 //! Graceful shutdown: running jobs finish within the grace period; the rest go back to pending
-//! without spending an attempt, and nothing stays held by the stopped worker.
+//! without spending an attempt, due as they were, and nothing stays held by the stopped worker.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,6 +48,10 @@ async fn jobs_still_running_after_the_grace_period_are_released() {
         .iter()
         .map(|e| e.id())
         .collect();
+    let mut due = Vec::new();
+    for &id in &ids {
+        due.push(client.job(id).await.unwrap().unwrap().run_at);
+    }
     let gate = Arc::new(Semaphore::new(0));
     let worker = Worker::builder(client.clone())
         .queue("shutdown", 2)
@@ -65,11 +69,13 @@ async fn jobs_still_running_after_the_grace_period_are_released() {
     handle.shutdown().await.unwrap();
 
     let outcomes = support::all_finished(&mut events, &ids).await;
-    for id in ids {
+    for (id, due) in ids.into_iter().zip(due) {
         assert_eq!(outcomes[&id], JobOutcome::Released);
         let job = client.job(id).await.unwrap().unwrap();
         assert_eq!((job.status, job.attempts), (JobStatus::Pending, 0));
         assert_eq!(job.worker_id, None);
+        // Due as it was: its place in line and its wait are kept.
+        assert_eq!(job.run_at, due);
     }
     assert_eq!(held_by(&db, &worker_id).await, 0);
 }
