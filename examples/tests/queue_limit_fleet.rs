@@ -41,9 +41,11 @@ async fn four_processes_never_run_more_jobs_of_a_limited_queue_than_its_limit() 
     for _ in 0..4 {
         workers.push(start_worker(&db).await);
     }
-    let jobs = 48;
+    // Jobs long enough that three processes overlap whatever the machine's load: 40 ms jobs
+    // on a starved machine ran one at a time, each process's between another's.
+    let jobs = 30;
     client
-        .enqueue_many((0..jobs).map(|_| OverlapJob { millis: 40 }))
+        .enqueue_many((0..jobs).map(|_| OverlapJob { millis: 200 }))
         .await
         .unwrap();
 
