@@ -35,11 +35,15 @@ ON CONFLICT (name) DO UPDATE SET
     rate_limit = $2, rate_period_ms = $3, tokens = $2, tokens_at = now(), updated_at = now()
 RETURNING pg_notify('pgq_queue', q.name)";
 
-/// The settings of the given queues that have any: a primary-key lookup each.
+/// The settings of the given queues (none set for a queue without a row: a primary-key lookup
+/// each), and whether no live worker but `$2` serves each.
 const SETTINGS_AMONG: &str = "
-SELECT name, paused_at IS NOT NULL AS paused, concurrency_limit, rate_limit IS NOT NULL AS rated
-FROM pgq.queues
-WHERE name = ANY($1)";
+SELECT n.name, q.paused_at IS NOT NULL AS paused, q.concurrency_limit,
+       q.rate_limit IS NOT NULL AS rated,
+       NOT EXISTS (SELECT FROM pgq.workers AS w
+                   WHERE w.queues ? n.name AND w.id <> $2 AND w.expires_at >= now()) AS alone
+FROM unnest($1::text[]) AS n(name)
+LEFT JOIN pgq.queues AS q ON q.name = n.name";
 
 /// Every queue with a limit or a rate limit, with them.
 const LIMITED: &str = "
@@ -105,23 +109,27 @@ pub(crate) struct Settings {
     pub(crate) limit: Option<u32>,
     /// Whether it has a rate limit.
     pub(crate) rated: bool,
+    /// Whether no other live worker serves it (`pgq.workers`).
+    pub(crate) alone: bool,
 }
 
-/// The settings of those among `queues` that have a row; the others have none set.
+/// The settings of `queues`, as `worker` reads them.
 pub(crate) async fn settings_among(
     store: &Store,
     queues: &[String],
+    worker: &str,
 ) -> Result<Vec<(String, Settings)>> {
     run!(store, |conn| async {
-        let rows: Vec<(String, bool, Option<i32>, bool)> =
+        let rows: Vec<(String, bool, Option<i32>, bool, bool)> =
             sqlx::query_as(store.sql(SETTINGS_AMONG))
                 .persistent(store.prepared())
                 .bind(queues)
+                .bind(worker)
                 .fetch_all(&mut *conn)
                 .await?;
         Ok(rows
             .into_iter()
-            .map(|(name, paused, limit, rated)| {
+            .map(|(name, paused, limit, rated, alone)| {
                 let limit = limit.and_then(|limit| u32::try_from(limit).ok());
                 (
                     name,
@@ -129,6 +137,7 @@ pub(crate) async fn settings_among(
                         paused,
                         limit,
                         rated,
+                        alone,
                     },
                 )
             })
@@ -196,5 +205,54 @@ mod tests {
             super::LIMITED,
             super::PAUSED,
         ]);
+    }
+
+    /// A worker serves a queue alone while no other live worker lists it; a dead one's
+    /// registration does not count.
+    #[tokio::test]
+    async fn a_worker_reads_whether_another_live_worker_serves_each_queue() {
+        let db = pgq_testkit::TestDatabase::new().await;
+        let store = crate::store::Store::new(
+            db.pool().clone(),
+            crate::defaults::STATEMENT_TIMEOUT,
+            crate::schema::Schema::default(),
+        );
+        let register = |id: &'static str, queues: &'static str, alive: &'static str| {
+            sqlx::query(
+                "INSERT INTO pgq.workers (id, host, pid, queues, held, expires_at)
+                 VALUES ($1, 'h', 1, $2::jsonb, 0, now() + $3::interval)",
+            )
+            .bind(id)
+            .bind(queues)
+            .bind(alive)
+        };
+        for (id, queues, alive) in [
+            ("me", r#"{"mail": 4, "video": 2, "audit": 1}"#, "1 minute"),
+            ("other", r#"{"mail": 8}"#, "1 minute"),
+            ("dead", r#"{"video": 8}"#, "-1 minute"),
+        ] {
+            register(id, queues, alive)
+                .execute(db.pool())
+                .await
+                .expect("a registration");
+        }
+        super::pause(&store, "audit").await.expect("a pause");
+        let queues = ["mail", "video", "audit"].map(String::from);
+        let mut read = super::settings_among(&store, &queues, "me")
+            .await
+            .expect("the settings");
+        read.sort_by(|a, b| a.0.cmp(&b.0));
+        let alone: Vec<(&str, bool, bool)> = read
+            .iter()
+            .map(|(name, s)| (name.as_str(), s.alone, s.paused))
+            .collect();
+        assert_eq!(
+            alone,
+            [
+                ("audit", true, true),
+                ("mail", false, false),
+                ("video", true, false)
+            ]
+        );
     }
 }

@@ -211,7 +211,8 @@ impl Dispatcher {
         if self.queue.paused() || self.queue.allowed() == 0 {
             return 0;
         }
-        self.pacing.want(self.queue.free(), self.claimed.len())
+        self.pacing
+            .want(self.queue.free(), self.claimed.len(), self.queue.alone())
     }
 
     /// Starts claimed jobs while slots are free, but for those kept for claims in flight.

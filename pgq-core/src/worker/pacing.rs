@@ -5,14 +5,20 @@
 //! trip uses up: the handlers that returned while the last claim was in flight. Slow handlers
 //! free few slots, so a busy worker does not hoard jobs that other workers could run; quick ones
 //! free many, so claims grow up to the batch size. Only when jobs return faster than slots free
-//! does a second claim go out ahead. A claim that comes back short means the queue ran dry, unless
-//! a wake-up arrived while it was in flight (it may be for a job committed too late for it).
+//! does a second claim go out ahead, and a third when no other worker serves the queue: claims
+//! in flight at the head of a shared queue hold its rows' locks until they commit, which costs
+//! the database more than a lone worker's idle they would fill. A claim that comes back short
+//! means the queue ran dry, unless a wake-up arrived while it was in flight (it may be for a job
+//! committed too late for it).
 //!
 //! A claim that is the only one in flight takes the jobs for the slots free when it is sent as
 //! `running`: those slots are reserved for them until it comes back.
 
-/// Round trips' worth of jobs a dispatcher holds ahead when jobs return faster than slots free.
+/// Round trips' worth of jobs a dispatcher holds ahead when jobs return faster than slots free,
+/// on a queue other workers serve too.
 const CLAIMS_AHEAD: usize = 2;
+/// The same on a queue no other worker serves.
+const CLAIMS_AHEAD_ALONE: usize = 3;
 
 #[derive(Debug)]
 pub(crate) struct Pacing {
@@ -75,17 +81,20 @@ impl Pacing {
         }
     }
 
-    /// Jobs the next claim asks for, given the free slots and the claimed jobs waiting for one.
-    pub(crate) fn want(&self, free: usize, waiting: usize) -> usize {
+    /// Jobs the next claim asks for, given the free slots, the claimed jobs waiting for one, and
+    /// whether the worker serves the queue alone.
+    pub(crate) fn want(&self, free: usize, waiting: usize, alone: bool) -> usize {
         if !self.maybe_more {
             return 0;
         }
         let batch = self.batch_size;
         let per_round_trip = self.turnover.max(self.pace).min(batch);
-        let ahead = if per_round_trip > self.concurrency {
-            CLAIMS_AHEAD
-        } else {
+        let ahead = if per_round_trip <= self.concurrency {
             1
+        } else if alone {
+            CLAIMS_AHEAD_ALONE
+        } else {
+            CLAIMS_AHEAD
         };
         (free + ahead * per_round_trip)
             .min(ahead * batch)
@@ -149,16 +158,16 @@ mod tests {
     #[test]
     fn a_new_dispatcher_asks_for_its_free_slots() {
         let pacing = Pacing::new(16, 256);
-        assert_eq!(pacing.want(16, 0), 16);
-        assert_eq!(pacing.want(3, 0), 3);
+        assert_eq!(pacing.want(16, 0, false), 16);
+        assert_eq!(pacing.want(3, 0, false), 3);
     }
 
     #[test]
     fn claimed_jobs_and_claims_in_flight_count_as_held() {
         let mut pacing = Pacing::new(16, 256);
-        assert_eq!(pacing.want(16, 4), 12);
+        assert_eq!(pacing.want(16, 4, false), 12);
         pacing.send(10, 0);
-        assert_eq!(pacing.want(16, 4), 2);
+        assert_eq!(pacing.want(16, 4, false), 2);
     }
 
     #[test]
@@ -168,28 +177,54 @@ mod tests {
         pacing.received(sent, 16);
         // Two handlers returned during the round trip: two free slots, two more asked for.
         pacing.returned(2);
-        assert_eq!(pacing.want(2, 0), 4);
+        assert_eq!(pacing.want(2, 0, false), 4);
         let sent = pacing.send(4, 0);
         pacing.received(sent, 4);
         // Nothing returned meanwhile: the last round trip's pace still counts.
-        assert_eq!(pacing.want(0, 0), 2);
+        assert_eq!(pacing.want(0, 0, false), 2);
     }
 
     #[test]
     fn quick_handlers_claim_two_round_trips_ahead_up_to_the_batch_size() {
         let mut pacing = Pacing::new(16, 256);
         pacing.returned(100);
-        assert_eq!(pacing.want(16, 0), 216);
+        assert_eq!(pacing.want(16, 0, false), 216);
         pacing.returned(1000);
         assert_eq!(
-            pacing.want(16, 0),
+            pacing.want(16, 0, false),
             256,
             "one claim never asks for more than a batch"
         );
         let sent = pacing.send(256, 0);
         pacing.received(sent, 256);
-        assert_eq!(pacing.want(0, 256), 256, "a second claim goes out ahead");
-        assert_eq!(pacing.want(0, 512), 0, "but no third");
+        assert_eq!(
+            pacing.want(0, 256, false),
+            256,
+            "a second claim goes out ahead"
+        );
+        assert_eq!(pacing.want(0, 512, false), 0, "but no third");
+    }
+
+    #[test]
+    fn quick_handlers_claim_three_round_trips_ahead_on_a_queue_served_alone() {
+        let mut pacing = Pacing::new(16, 256);
+        pacing.returned(60);
+        assert_eq!(pacing.want(16, 0, false), 136);
+        assert_eq!(pacing.want(16, 0, true), 196);
+        pacing.returned(1000);
+        let sent = pacing.send(256, 0);
+        pacing.received(sent, 256);
+        assert_eq!(
+            pacing.want(0, 256, true),
+            256,
+            "a second claim goes out ahead"
+        );
+        assert_eq!(pacing.want(0, 512, true), 256, "and a third");
+        assert_eq!(pacing.want(0, 768, true), 0, "but no fourth");
+        // Slow handlers claim one round trip at a time, alone or not.
+        let mut slow = Pacing::new(16, 256);
+        slow.returned(2);
+        assert_eq!(slow.want(2, 0, true), slow.want(2, 0, false));
     }
 
     #[test]
@@ -198,9 +233,9 @@ mod tests {
         pacing.returned(40);
         let sent = pacing.send(16, 0);
         pacing.received(sent, 3);
-        assert_eq!(pacing.want(16, 0), 0);
+        assert_eq!(pacing.want(16, 0, false), 0);
         pacing.woken();
-        assert_eq!(pacing.want(16, 0), 16, "and it starts small again");
+        assert_eq!(pacing.want(16, 0, false), 16, "and it starts small again");
     }
 
     #[test]
@@ -210,7 +245,7 @@ mod tests {
         pacing.received(sent, 1);
         pacing.returned(1);
         pacing.woken();
-        let sent = pacing.send(pacing.want(16, 0), 16);
+        let sent = pacing.send(pacing.want(16, 0, false), 16);
         assert_eq!((sent.asked, sent.run_now), (16, 16));
     }
 
@@ -220,7 +255,7 @@ mod tests {
         let sent = pacing.send(16, 0);
         pacing.woken();
         pacing.received(sent, 0);
-        assert_eq!(pacing.want(16, 0), 16);
+        assert_eq!(pacing.want(16, 0, false), 16);
     }
 
     #[test]
@@ -230,7 +265,7 @@ mod tests {
         pacing.received(sent, 4);
         let sent = pacing.send(0, 0);
         pacing.received(sent, 0);
-        assert_eq!(pacing.want(4, 0), 4);
+        assert_eq!(pacing.want(4, 0, false), 4);
     }
 
     #[test]
@@ -275,8 +310,8 @@ mod tests {
     fn a_failed_claim_gives_back_what_it_asked_for() {
         let mut pacing = Pacing::new(8, 256);
         let sent = pacing.send(8, 0);
-        assert_eq!(pacing.want(8, 0), 0);
+        assert_eq!(pacing.want(8, 0, false), 0);
         pacing.failed(sent);
-        assert_eq!(pacing.want(8, 0), 8);
+        assert_eq!(pacing.want(8, 0, false), 8);
     }
 }

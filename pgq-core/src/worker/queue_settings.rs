@@ -6,7 +6,8 @@
 //! [`interval`] as the fallback for a lost notification or a worker behind a pooler, which does
 //! not listen. Between hearing of a change and a read that started after it, the queue claims
 //! nothing: a job enqueued after a pause, whose notification follows the pause's, is never
-//! claimed on the settings from before it. With each read it renews the worker's seats of each
+//! claimed on the settings from before it. Each read also tells whether another live worker
+//! serves the queue (`Pacing::want`). With each read it renews the worker's seats of each
 //! limited queue (`store::seats`), which bound how many of the queue's handlers the worker runs
 //! at once. The claim statement of a queue without a rate limit never reads `pgq.queues`: a
 //! paused or limited queue costs the others nothing.
@@ -89,7 +90,7 @@ impl SettingsReader {
         // Taken before the read: a change heard later may not be in it.
         let heard: Vec<u64> = self.queues.iter().map(|q| q.changes_heard()).collect();
         let settings: HashMap<String, Settings> =
-            store::queues::settings_among(&self.store, &names)
+            store::queues::settings_among(&self.store, &names, &self.worker_id)
                 .await?
                 .into_iter()
                 .collect();
@@ -108,6 +109,7 @@ impl SettingsReader {
             }
             let limit_before = queue.set_limit(now.limit);
             let rated_before = queue.set_rated(now.rated);
+            queue.set_alone(now.alone);
             let before = queue.set_paused(now.paused);
             queue.settings_read(heard);
             let queue = &*queue.name;

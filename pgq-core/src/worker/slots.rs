@@ -41,6 +41,9 @@ pub(crate) struct QueueSlots {
     /// Whether the queue has a rate limit, as last read: it claims through the rate-limited
     /// path (`store::tick`).
     rated: AtomicBool,
+    /// Whether no other live worker served the queue at the last read: its quick jobs are then
+    /// claimed a round trip further ahead (`Pacing::want`). False until read.
+    alone: AtomicBool,
 }
 
 /// The seats of a queue without a concurrency limit.
@@ -84,6 +87,7 @@ impl QueueSlots {
             seats: AtomicUsize::new(UNSEATED),
             seats_until: Mutex::new(Instant::now()),
             rated: AtomicBool::new(false),
+            alone: AtomicBool::new(false),
         })
     }
 
@@ -187,6 +191,14 @@ impl QueueSlots {
     /// Records whether the queue has a rate limit; returns what was known before.
     pub(crate) fn set_rated(&self, rated: bool) -> bool {
         self.rated.swap(rated, Ordering::SeqCst)
+    }
+
+    pub(crate) fn alone(&self) -> bool {
+        self.alone.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_alone(&self, alone: bool) {
+        self.alone.store(alone, Ordering::Relaxed);
     }
 
     /// Records the queue's limit; returns the one before.
