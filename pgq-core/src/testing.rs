@@ -132,6 +132,16 @@ pub async fn drop_database(server: &PgConnectOptions, name: &str) -> Result<()> 
     store::testing::drop_database(server, name).await
 }
 
+/// The databases whose name starts with `prefix` that no session is connected to.
+pub async fn idle_databases(server: &PgConnectOptions, prefix: &str) -> Result<Vec<String>> {
+    store::testing::idle_databases(server, prefix).await
+}
+
+/// Drops the database `name` unless a session is connected to it.
+pub async fn drop_idle_database(server: &PgConnectOptions, name: &str) -> Result<()> {
+    store::testing::drop_idle_database(server, name).await
+}
+
 /// Moves every unfinished job's run time and lease `by` earlier.
 pub async fn advance(client: &Client, by: Duration) -> Result<()> {
     store::testing::advance(client.store(), by).await

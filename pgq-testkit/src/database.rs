@@ -7,6 +7,8 @@ use pgq_core::{__testkit, Client, JobId};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
+use crate::sweep;
+
 /// The server tests use when `DATABASE_URL` is not set.
 ///
 /// ```
@@ -20,6 +22,8 @@ pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postg
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A database of its own for one test, with pgq's schema applied; dropped when the value is.
+/// The first in each process also drops the test databases of test processes that were killed
+/// before they could drop theirs (see `docs/testing.md`).
 ///
 /// The server comes from `DATABASE_URL` (any database on it; the role must be allowed to create
 /// databases), or [`DEFAULT_DATABASE_URL`].
@@ -57,8 +61,10 @@ impl TestDatabase {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
+        sweep::sweep_once(&server).await;
         let name = format!(
-            "pgq_test_{}_{}_{nanos}",
+            "{}{}_{}_{nanos}",
+            sweep::PREFIX,
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );

@@ -26,6 +26,7 @@ mod enqueued;
 mod expect;
 mod inline;
 mod schedule_clock;
+mod sweep;
 mod test_runner;
 
 pub use assert::{assert_enqueued, refute_enqueued};

@@ -45,6 +45,33 @@ pub(crate) async fn drop_database(server: &PgConnectOptions, name: &str) -> Resu
     Ok(())
 }
 
+/// The databases named `prefix…` that no session is connected to.
+const IDLE_DATABASES: &str = "
+SELECT d.datname::text FROM pg_database AS d
+WHERE starts_with(d.datname::text, $1)
+  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity AS a WHERE a.datid = d.oid)";
+
+pub(crate) async fn idle_databases(server: &PgConnectOptions, prefix: &str) -> Result<Vec<String>> {
+    let mut admin = server.connect().await?;
+    let names = sqlx::query_scalar(IDLE_DATABASES)
+        .bind(prefix)
+        .fetch_all(&mut admin)
+        .await?;
+    admin.close().await?;
+    Ok(names)
+}
+
+/// Drops the database `name` unless a session is connected to it (PostgreSQL refuses then).
+pub(crate) async fn drop_idle_database(server: &PgConnectOptions, name: &str) -> Result<()> {
+    let name = database_name(name)?;
+    let mut admin = server.connect().await?;
+    sqlx::raw_sql(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}")))
+        .execute(&mut admin)
+        .await?;
+    admin.close().await?;
+    Ok(())
+}
+
 const ADVANCE: &str = "
 UPDATE pgq.jobs
 SET run_at = run_at - ($1 * interval '1 millisecond'),
