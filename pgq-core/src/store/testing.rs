@@ -45,11 +45,14 @@ pub(crate) async fn drop_database(server: &PgConnectOptions, name: &str) -> Resu
     Ok(())
 }
 
-/// The databases named `prefix…` that no session is connected to.
+/// The databases named `prefix…` that no session is connected to. Written qualified, as
+/// `store::sql` renders pgq's statements: it runs on the server's admin connection, not a
+/// store's.
 const IDLE_DATABASES: &str = "
-SELECT d.datname::text FROM pg_database AS d
-WHERE starts_with(d.datname::text, $1)
-  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity AS a WHERE a.datid = d.oid)";
+SELECT d.datname::pg_catalog.text FROM pg_catalog.pg_database AS d
+WHERE pg_catalog.starts_with(d.datname::pg_catalog.text, $1)
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity AS a
+                  WHERE a.datid OPERATOR(pg_catalog.=) d.oid)";
 
 pub(crate) async fn idle_databases(server: &PgConnectOptions, prefix: &str) -> Result<Vec<String>> {
     let mut admin = server.connect().await?;
