@@ -48,7 +48,13 @@ async fn main() -> Outcome {
     // On a worker thread, as an application's request handlers run: a future polled by
     // `block_on` on the main thread is woken from a worker thread after every round trip.
     let options = server.clone().database(&name);
-    let result = tokio::spawn(async move { run(&settings, options).await }).await?;
+    let run = tokio::spawn(async move { run(&settings, options).await });
+    let result = tokio::select! {
+        joined = run => joined?,
+        // Interrupted: the database is dropped all the same (its history alone takes hundreds
+        // of megabytes); a fleet's worker processes get the same signal.
+        _ = tokio::signal::ctrl_c() => Err(format!("interrupted; dropping {name}").into()),
+    };
     sqlx::raw_sql(AssertSqlSafe(format!(
         "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
     )))
