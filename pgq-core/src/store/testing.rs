@@ -23,26 +23,28 @@ fn database_name(name: &str) -> Result<String> {
     }
 }
 
-pub(crate) async fn create_database(server: &PgConnectOptions, name: &str) -> Result<()> {
-    let name = database_name(name)?;
+/// Runs one statement about databases on a connection of its own to the server.
+async fn on_server(server: &PgConnectOptions, statement: String) -> Result<()> {
     let mut admin = server.connect().await?;
-    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+    sqlx::raw_sql(AssertSqlSafe(statement))
         .execute(&mut admin)
         .await?;
     admin.close().await?;
     Ok(())
 }
 
+pub(crate) async fn create_database(server: &PgConnectOptions, name: &str) -> Result<()> {
+    let name = database_name(name)?;
+    on_server(server, format!("CREATE DATABASE {name}")).await
+}
+
 pub(crate) async fn drop_database(server: &PgConnectOptions, name: &str) -> Result<()> {
     let name = database_name(name)?;
-    let mut admin = server.connect().await?;
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut admin)
-    .await?;
-    admin.close().await?;
-    Ok(())
+    on_server(
+        server,
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+    )
+    .await
 }
 
 /// The databases named `prefix…` that no session is connected to. Written qualified, as
@@ -67,12 +69,7 @@ pub(crate) async fn idle_databases(server: &PgConnectOptions, prefix: &str) -> R
 /// Drops the database `name` unless a session is connected to it (PostgreSQL refuses then).
 pub(crate) async fn drop_idle_database(server: &PgConnectOptions, name: &str) -> Result<()> {
     let name = database_name(name)?;
-    let mut admin = server.connect().await?;
-    sqlx::raw_sql(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}")))
-        .execute(&mut admin)
-        .await?;
-    admin.close().await?;
-    Ok(())
+    on_server(server, format!("DROP DATABASE IF EXISTS {name}")).await
 }
 
 const ADVANCE: &str = "
