@@ -30,9 +30,22 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The database refused or failed a statement, or a connection was lost.
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    /// The database refused or failed a statement, or a connection was lost. Shown with the
+    /// database's message, its SQLSTATE code, detail and hint.
+    #[error("database error: {}", database_message(.0))]
+    Database(#[source] sqlx::Error),
+
+    /// pgq's tables are not in the database, or not in the client's schema: it was never
+    /// migrated, or the client names another database or schema
+    /// ([`Client::with_schema`](crate::Client::with_schema)). Run
+    /// [`Client::migrate`](crate::Client::migrate) or `pgq migrate`.
+    #[error(
+        "pgq's schema is not in this database ({message}): run `Client::migrate` or `pgq migrate` first"
+    )]
+    SchemaMissing {
+        /// The database's message, naming what is missing.
+        message: String,
+    },
 
     /// The database did not answer one of pgq's statements in time; the connection was closed.
     #[error("the database did not answer within {0:?}; the connection was closed")]
@@ -178,6 +191,43 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+}
+
+impl From<sqlx::Error> for Error {
+    /// A statement of pgq's that names a table the database lacks (SQLSTATE 42P01) found no
+    /// schema of pgq's: every relation pgq's statements name is its own.
+    fn from(err: sqlx::Error) -> Self {
+        let missing = err
+            .as_database_error()
+            .filter(|db| db.code().is_some_and(|code| code == "42P01"))
+            .map(|db| db.message().to_owned());
+        match missing {
+            Some(message) => Error::SchemaMissing { message },
+            None => Error::Database(err),
+        }
+    }
+}
+
+/// A database error as an operator reads it: the message, its SQLSTATE code, and PostgreSQL's
+/// detail and hint when it gave them (sqlx's own text adds the line of PostgreSQL's source
+/// that raised it, which tells an operator nothing).
+fn database_message(err: &sqlx::Error) -> String {
+    let Some(db) = err.as_database_error() else {
+        return err.to_string();
+    };
+    let mut text = db.message().to_owned();
+    if let Some(code) = db.code() {
+        text.push_str(&format!(" (SQLSTATE {code})"));
+    }
+    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        if let Some(detail) = pg.detail() {
+            text.push_str(&format!("; {detail}"));
+        }
+        if let Some(hint) = pg.hint() {
+            text.push_str(&format!("; hint: {hint}"));
+        }
+    }
+    text
 }
 
 impl Error {

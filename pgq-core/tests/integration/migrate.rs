@@ -1,5 +1,23 @@
+use std::time::Duration;
+
+use pgq_core::{Client, Error, Handler, JobContext, Task, TaskError, Worker, async_trait};
 use pgq_testkit::TestDatabase;
+use serde::{Deserialize, Serialize};
+use sqlx::ConnectOptions;
 use sqlx::Row;
+
+use crate::support;
+
+#[derive(Serialize, Deserialize, Task)]
+#[task(queue = "unmigrated")]
+struct BeforeMigrate;
+
+#[async_trait]
+impl Handler for BeforeMigrate {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
 
 #[tokio::test]
 async fn migrating_twice_changes_nothing() {
@@ -384,4 +402,65 @@ async fn a_schema_applied_by_another_tool_from_pgqs_scripts_is_recognised() {
         (drained[0].id, drained[0].outcome),
         (id, JobOutcome::Completed)
     );
+}
+
+#[tokio::test]
+async fn without_pgqs_schema_calls_fail_with_schema_missing_and_a_worker_waits_for_it() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let client = db.client();
+    let err = client.enqueue(BeforeMigrate).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::SchemaMissing { message } if message.contains("pgq.jobs")),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("`pgq migrate`"), "{err}");
+    assert!(matches!(
+        client.stats().await.unwrap_err(),
+        Error::SchemaMissing { .. }
+    ));
+    // A worker started before the migration keeps trying, and runs what comes after it.
+    let worker = Worker::builder(client.clone())
+        .queue("unmigrated", 2)
+        .poll_interval(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let handle = worker.start();
+    client.migrate().await.unwrap();
+    client.enqueue(BeforeMigrate).await.unwrap();
+    support::completed(&handle, 1).await;
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_naming_a_schema_that_was_never_migrated_gets_schema_missing() {
+    let db = TestDatabase::new().await;
+    let client = db.client().with_schema("never_migrated").unwrap();
+    let err = client.enqueue(BeforeMigrate).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::SchemaMissing { message } if message.contains("never_migrated.jobs")),
+        "{err:?}"
+    );
+    // The default schema is there all along.
+    db.client().enqueue(BeforeMigrate).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_database_error_reads_with_its_code_and_without_the_servers_source_line() {
+    let db = TestDatabase::new().await;
+    let missing = db
+        .connect_options()
+        .database(&format!("{}_missing", db.name()))
+        .to_url_lossy()
+        .to_string();
+    let err = Client::connect(&missing)
+        .await
+        .expect_err("no such database");
+    let text = err.to_string();
+    assert!(matches!(err, Error::Database(_)), "{err:?}");
+    assert!(text.contains("does not exist (SQLSTATE 3D000)"), "{text}");
+    assert!(!text.contains(" at line "), "{text}");
 }
