@@ -17,13 +17,20 @@ use crate::payload;
 use crate::percent;
 use crate::problem::{Answer, Problem};
 
-/// `GET /jobs/{id}`.
+/// `GET /jobs/{id}`. An id that is not a job id gets the dashboard's own page, not the
+/// router's plain-text rejection.
 pub(crate) async fn page(
     State(dashboard): State<Dashboard>,
     Extension(token): Extension<CsrfToken>,
-    Path(id): Path<i64>,
+    Path(id): Path<String>,
 ) -> Answer {
-    let result = render(&dashboard, &token, JobId::from(id)).await;
+    let result = match id.parse::<i64>() {
+        Ok(id) => render(&dashboard, &token, JobId::from(id)).await,
+        Err(_) => Err(Problem::BadRequest(format!(
+            "{:?} is not a job id: a job id is a whole number",
+            id.chars().take(80).collect::<String>()
+        ))),
+    };
     Answer(dashboard, result)
 }
 

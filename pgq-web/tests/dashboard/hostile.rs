@@ -119,3 +119,39 @@ async fn hostile_payloads_errors_and_names_render_as_text() {
 
     browser.close().await;
 }
+
+#[tokio::test]
+async fn a_job_id_that_is_not_a_number_gets_the_dashboards_own_page() {
+    let db = TestDatabase::new().await;
+    let served = serve(db.client(), DashboardConfig::new(), "").await;
+    let browser = Browser::start().await;
+
+    for (path, shown) in [
+        ("/jobs/abc", "\"abc\" is not a job id"),
+        (
+            "/jobs/99999999999999999999",
+            "\"99999999999999999999\" is not a job id",
+        ),
+        (
+            "/jobs/%3Cscript%3Ex%3C%2Fscript%3E",
+            "\"<script>x</script>\" is not a job id",
+        ),
+    ] {
+        browser.goto(&format!("{}{path}", served.url)).await;
+        let text = browser.page_text().await;
+        assert!(text.contains(shown), "{path}: {text}");
+        assert!(
+            !browser.all("nav a").await.is_empty(),
+            "{path} is shown in the dashboard's shell"
+        );
+        assert_eq!(browser.all("script").await.len(), 1, "{path}");
+        let status = browser
+            .run_async(&format!(
+                "const done = arguments[arguments.length - 1];
+                 fetch('{path}').then(r => done(r.status));"
+            ))
+            .await;
+        assert_eq!(status, 400, "{path}");
+    }
+    browser.close().await;
+}
