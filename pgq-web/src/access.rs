@@ -2,6 +2,7 @@
 //! as the session cookie the login form sets.
 
 use axum::Form;
+use axum::extract::rejection::FormRejection;
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -13,6 +14,7 @@ use crate::cookie;
 use crate::csrf;
 use crate::dashboard::Dashboard;
 use crate::page::{self, Section};
+use crate::problem::Problem;
 
 /// The cookie the login form sets.
 const SESSION_COOKIE: &str = "pgq_session";
@@ -71,8 +73,12 @@ pub(crate) async fn login_form(State(dashboard): State<Dashboard>) -> Response {
 pub(crate) async fn login(
     State(dashboard): State<Dashboard>,
     headers: HeaderMap,
-    Form(fields): Form<Vec<(String, String)>>,
+    form: Result<Form<Vec<(String, String)>>, FormRejection>,
 ) -> Response {
+    let fields = match form {
+        Ok(Form(fields)) => fields,
+        Err(rejection) => return Problem::from(rejection).page(&dashboard),
+    };
     if let Err(refusal) = csrf::same_origin(&headers) {
         return page::problem(&dashboard, StatusCode::FORBIDDEN, refusal.message());
     }

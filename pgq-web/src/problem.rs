@@ -1,5 +1,6 @@
 //! [`Problem`]: a handler's failure, rendered as a page with the right status.
 
+use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
@@ -18,6 +19,21 @@ pub(crate) enum Problem {
     Forbidden(String),
     /// The database or pgq failed.
     Internal(String),
+    /// The request could not be read: a form body of the wrong type, too large or malformed,
+    /// or a query string that does not parse. The status is the reader's (415, 413, 400, 422).
+    Unreadable(StatusCode, String),
+}
+
+impl From<FormRejection> for Problem {
+    fn from(rejection: FormRejection) -> Self {
+        Problem::Unreadable(rejection.status(), rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for Problem {
+    fn from(rejection: QueryRejection) -> Self {
+        Problem::Unreadable(rejection.status(), rejection.body_text())
+    }
 }
 
 impl From<pgq_core::Error> for Problem {
@@ -46,6 +62,7 @@ impl Problem {
             Problem::NotFound(m) => (StatusCode::NOT_FOUND, m),
             Problem::Forbidden(m) => (StatusCode::FORBIDDEN, m),
             Problem::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
+            Problem::Unreadable(status, m) => (*status, m),
         };
         page::problem(dashboard, status, message)
     }

@@ -50,6 +50,8 @@ pub fn router(client: Client, config: DashboardConfig) -> Router {
         .route("/login", get(access::login_form).post(access::login))
         .route("/assets/dashboard.css", get(assets::css))
         .route("/assets/dashboard.js", get(assets::js))
+        .method_not_allowed_fallback(view::fallback::wrong_method)
+        .fallback(view::fallback::no_such_page)
         .layer(middleware::from_fn_with_state(
             dashboard.clone(),
             csrf::issue,

@@ -3,6 +3,7 @@
 //! page that says what it did and what it left alone.
 
 use axum::Form;
+use axum::extract::rejection::FormRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -41,9 +42,12 @@ fn allowed(dashboard: &Dashboard, headers: &HeaderMap, fields: &Fields) -> Resul
 pub(crate) async fn jobs(
     State(dashboard): State<Dashboard>,
     headers: HeaderMap,
-    Form(fields): Form<Fields>,
+    form: Result<Form<Fields>, FormRejection>,
 ) -> Answer {
-    let result = act_on_jobs(&dashboard, &headers, &fields).await;
+    let result = match form {
+        Ok(Form(fields)) => act_on_jobs(&dashboard, &headers, &fields).await,
+        Err(rejection) => Err(rejection.into()),
+    };
     Answer(dashboard, result)
 }
 
@@ -149,9 +153,12 @@ pub(crate) async fn queue(
     State(dashboard): State<Dashboard>,
     Path(action): Path<String>,
     headers: HeaderMap,
-    Form(fields): Form<Fields>,
+    form: Result<Form<Fields>, FormRejection>,
 ) -> Answer {
-    let result = act_on_queue(&dashboard, &action, &headers, &fields).await;
+    let result = match form {
+        Ok(Form(fields)) => act_on_queue(&dashboard, &action, &headers, &fields).await,
+        Err(rejection) => Err(rejection.into()),
+    };
     Answer(dashboard, result)
 }
 

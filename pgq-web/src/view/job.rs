@@ -24,14 +24,21 @@ pub(crate) async fn page(
     Extension(token): Extension<CsrfToken>,
     Path(id): Path<String>,
 ) -> Answer {
-    let result = match id.parse::<i64>() {
-        Ok(id) => render(&dashboard, &token, JobId::from(id)).await,
-        Err(_) => Err(Problem::BadRequest(format!(
-            "{:?} is not a job id: a job id is a whole number",
-            id.chars().take(80).collect::<String>()
-        ))),
+    let result = match job_id(&id) {
+        Ok(id) => render(&dashboard, &token, id).await,
+        Err(problem) => Err(problem),
     };
     Answer(dashboard, result)
+}
+
+/// The job id in a path, or a problem naming what was there instead (cut short).
+pub(crate) fn job_id(text: &str) -> Result<JobId, Problem> {
+    text.parse::<i64>().map(JobId::from).map_err(|_| {
+        Problem::BadRequest(format!(
+            "{:?} is not a job id: a job id is a whole number",
+            text.chars().take(80).collect::<String>()
+        ))
+    })
 }
 
 async fn render(dashboard: &Dashboard, token: &CsrfToken, id: JobId) -> Result<Response, Problem> {

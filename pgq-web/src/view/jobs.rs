@@ -2,6 +2,7 @@
 //! on the jobs ticked.
 
 use axum::Extension;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -133,9 +134,12 @@ impl ListQuery {
 pub(crate) async fn page(
     State(dashboard): State<Dashboard>,
     Extension(token): Extension<CsrfToken>,
-    Query(pairs): Query<Vec<(String, String)>>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Answer {
-    let result = render(&dashboard, &token, &pairs).await;
+    let result = match query {
+        Ok(Query(pairs)) => render(&dashboard, &token, &pairs).await,
+        Err(rejection) => Err(rejection.into()),
+    };
     Answer(dashboard, result)
 }
 

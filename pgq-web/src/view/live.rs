@@ -9,17 +9,22 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
-use pgq_core::{Job, JobId};
+use pgq_core::Job;
 use serde_json::json;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::dashboard::Dashboard;
 use crate::problem::Problem;
+use crate::view::job::job_id;
 
 /// A comment every so often, so that proxies keep an idle stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-pub(crate) async fn events(State(dashboard): State<Dashboard>, Path(id): Path<i64>) -> Response {
+pub(crate) async fn events(State(dashboard): State<Dashboard>, Path(id): Path<String>) -> Response {
+    let id = match job_id(&id) {
+        Ok(id) => id,
+        Err(problem) => return problem.page(&dashboard),
+    };
     // A browser's EventSource gives up on a 503 instead of retrying: the page stays as loaded.
     let Ok(permit) = dashboard.live_streams.clone().try_acquire_owned() else {
         return (
@@ -28,7 +33,7 @@ pub(crate) async fn events(State(dashboard): State<Dashboard>, Path(id): Path<i6
         )
             .into_response();
     };
-    match dashboard.client.watch(JobId::from(id)).await {
+    match dashboard.client.watch(id).await {
         Ok(watch) => Sse::new(changes(watch, permit))
             .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
             .into_response(),

@@ -1,6 +1,8 @@
-//! One module per page, and the actions the pages post to.
+//! One module per page, the actions the pages post to, and the pages for addresses and methods
+//! the dashboard does not have.
 
 pub(crate) mod action;
+pub(crate) mod fallback;
 pub(crate) mod job;
 pub(crate) mod jobs;
 pub(crate) mod live;

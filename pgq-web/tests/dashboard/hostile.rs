@@ -155,3 +155,119 @@ async fn a_job_id_that_is_not_a_number_gets_the_dashboards_own_page() {
     }
     browser.close().await;
 }
+
+#[tokio::test]
+async fn addresses_methods_and_bodies_it_cannot_serve_get_the_dashboards_own_pages() {
+    let db = TestDatabase::new().await;
+    let served = serve(db.client(), DashboardConfig::new(), "").await;
+    let browser = Browser::start().await;
+
+    // An address it does not have, shown in the shell and escaped.
+    for (path, shown) in [
+        ("/nowhere", "no page at /nowhere"),
+        ("/jobs/1/2/3", "no page at /jobs/1/2/3"),
+        ("/%3Cscript%3E", "no page at /%3Cscript%3E"),
+    ] {
+        browser.goto(&format!("{}{path}", served.url)).await;
+        let text = browser.page_text().await;
+        assert!(text.contains(shown), "{path}: {text}");
+        assert!(
+            !browser.all("nav a").await.is_empty(),
+            "{path} in the shell"
+        );
+        assert_eq!(browser.all("script").await.len(), 1, "{path}");
+    }
+
+    // Each request: method, path, content type, body; the status and text it gets. A body over
+    // the router's 2 MiB limit is refused before it is read.
+    let cases = [
+        ("GET", "/nowhere", "", "", 404, "no page at /nowhere"),
+        (
+            "GET",
+            "/jobs/action",
+            "",
+            "",
+            405,
+            "/jobs/action does not answer GET",
+        ),
+        (
+            "DELETE",
+            "/jobs/1",
+            "",
+            "",
+            405,
+            "/jobs/1 does not answer DELETE",
+        ),
+        (
+            "GET",
+            "/jobs/abc/live",
+            "",
+            "",
+            400,
+            "&quot;abc&quot; is not a job id",
+        ),
+        (
+            "POST",
+            "/jobs/action",
+            "text/plain",
+            "id=1",
+            415,
+            "application/x-www-form-urlencoded",
+        ),
+        (
+            "POST",
+            "/queues/pause",
+            "application/json",
+            "{}",
+            415,
+            "application/x-www-form-urlencoded",
+        ),
+        (
+            "POST",
+            "/login",
+            "text/plain",
+            "token=x",
+            415,
+            "application/x-www-form-urlencoded",
+        ),
+        (
+            "POST",
+            "/jobs/action",
+            "application/x-www-form-urlencoded",
+            "LARGE",
+            413,
+            "Failed to buffer the request body",
+        ),
+    ];
+    browser.goto(&served.url).await;
+    for (method, path, content_type, body, status, shown) in cases {
+        let answer = browser
+            .run_async(&format!(
+                "const done = arguments[arguments.length - 1];
+                 const body = {body:?} === 'LARGE' ? 'a='.padEnd(3 << 20, 'a') : {body:?};
+                 const init = {{method: {method:?}}};
+                 if ({content_type:?}) {{
+                     init.headers = {{'content-type': {content_type:?}}};
+                     init.body = body;
+                 }}
+                 fetch({path:?}, init).then(r => r.text().then(t =>
+                     done([r.status, t, r.headers.get('allow') || ''])));",
+            ))
+            .await;
+        let what = format!("{method} {path}");
+        assert_eq!(answer[0], status, "{what}: {answer:?}");
+        let page = answer[1].as_str().unwrap();
+        assert!(page.contains(shown), "{what}: {page}");
+        assert!(
+            page.contains("<nav"),
+            "{what} is shown in the dashboard's shell"
+        );
+        if status == 405 {
+            assert!(
+                !answer[2].as_str().unwrap().is_empty(),
+                "{what} says what it allows"
+            );
+        }
+    }
+    browser.close().await;
+}
