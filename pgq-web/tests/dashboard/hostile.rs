@@ -137,23 +137,29 @@ async fn a_job_id_that_is_not_a_number_gets_the_dashboards_own_page() {
             "\"<script>x</script>\" is not a job id",
         ),
     ] {
-        browser.goto(&format!("{}{path}", served.url)).await;
-        let text = browser.page_text().await;
-        assert!(text.contains(shown), "{path}: {text}");
-        assert!(
-            !browser.all("nav a").await.is_empty(),
-            "{path} is shown in the dashboard's shell"
-        );
-        assert_eq!(browser.all("script").await.len(), 1, "{path}");
-        let status = browser
-            .run_async(&format!(
-                "const done = arguments[arguments.length - 1];
-                 fetch('{path}').then(r => done(r.status));"
-            ))
-            .await;
-        assert_eq!(status, 400, "{path}");
+        own_page(&browser, &served.url, path, 400, shown).await;
     }
     browser.close().await;
+}
+
+/// Opens `path` and checks that it is the dashboard's own page for `status`: in the shell, with
+/// only the dashboard's script, showing `shown` as text.
+async fn own_page(browser: &Browser, url: &str, path: &str, status: u16, shown: &str) {
+    browser.goto(&format!("{url}{path}")).await;
+    let text = browser.page_text().await;
+    assert!(text.contains(shown), "{path}: {text}");
+    assert!(
+        !browser.all("nav a").await.is_empty(),
+        "{path} is shown in the dashboard's shell"
+    );
+    assert_eq!(browser.all("script").await.len(), 1, "{path}");
+    let answered = browser
+        .run_async(&format!(
+            "const done = arguments[arguments.length - 1];
+             fetch('{path}').then(r => done(r.status));"
+        ))
+        .await;
+    assert_eq!(answered, status, "{path}");
 }
 
 #[tokio::test]
@@ -168,14 +174,7 @@ async fn addresses_methods_and_bodies_it_cannot_serve_get_the_dashboards_own_pag
         ("/jobs/1/2/3", "no page at /jobs/1/2/3"),
         ("/%3Cscript%3E", "no page at /%3Cscript%3E"),
     ] {
-        browser.goto(&format!("{}{path}", served.url)).await;
-        let text = browser.page_text().await;
-        assert!(text.contains(shown), "{path}: {text}");
-        assert!(
-            !browser.all("nav a").await.is_empty(),
-            "{path} in the shell"
-        );
-        assert_eq!(browser.all("script").await.len(), 1, "{path}");
+        own_page(&browser, &served.url, path, 404, shown).await;
     }
 
     // Each request: method, path, content type, body; the status and text it gets. A body over
