@@ -32,9 +32,11 @@ impl Dashboard {
         }
     }
 
-    /// The link to `path` (which starts with `/`) under the mount prefix.
+    /// The link to `path` (which starts with `/`) under the mount prefix. Under a prefix the
+    /// dashboard's root is the prefix itself: a router nested at `/admin/jobs` answers
+    /// `/admin/jobs`, while `/admin/jobs/` is left to the application around it.
     pub(crate) fn link(&self, path: &str) -> String {
-        format!("{}{path}", self.config.prefix)
+        link(&self.config.prefix, path)
     }
 
     /// The path cookies are scoped to: the mount prefix, or the root.
@@ -44,5 +46,32 @@ impl Dashboard {
         } else {
             &self.config.prefix
         }
+    }
+}
+
+fn link(prefix: &str, path: &str) -> String {
+    match path.strip_prefix('/') {
+        Some(rest) if !prefix.is_empty() && (rest.is_empty() || rest.starts_with('?')) => {
+            format!("{prefix}{rest}")
+        }
+        _ => format!("{prefix}{path}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::link;
+
+    #[test]
+    fn links_stay_under_the_prefix_and_its_root_is_the_prefix_itself() {
+        assert_eq!(link("", "/"), "/");
+        assert_eq!(link("", "/jobs?queue=mail"), "/jobs?queue=mail");
+        assert_eq!(link("/admin/jobs", "/"), "/admin/jobs");
+        assert_eq!(link("/admin/jobs", "/?x=1"), "/admin/jobs?x=1");
+        assert_eq!(link("/admin/jobs", "/jobs/7"), "/admin/jobs/jobs/7");
+        assert_eq!(
+            link("/admin/jobs", "/assets/dashboard.css"),
+            "/admin/jobs/assets/dashboard.css"
+        );
     }
 }

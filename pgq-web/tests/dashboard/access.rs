@@ -104,5 +104,27 @@ async fn nested_under_a_prefix_every_link_stays_under_it() {
     assert_eq!(url.query(), Some("task=Ping"));
     browser.find(&format!("tr[data-job='{id}']")).await;
 
+    // An address under the prefix that the dashboard does not have gets its page, which names
+    // the whole address and links back under the prefix.
+    browser.goto(&format!("{}/nowhere", served.url)).await;
+    assert_eq!(browser.text("h1").await, "Not Found");
+    let notice = browser.text("p.notice").await;
+    assert!(
+        notice.contains("no page at /admin/jobs/nowhere"),
+        "{notice}"
+    );
+    browser.click("main a").await;
+    browser.wait_for_text("h1", "Queues").await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), "/admin/jobs");
+    // So do the brand and the navigation's link to the queues.
+    for link in ["a.brand", "header.top nav a:nth-child(1)"] {
+        browser.goto(&format!("{}/workers", served.url)).await;
+        browser.click(link).await;
+        browser.wait_for_text("h1", "Queues").await;
+        let url = browser.client.current_url().await.unwrap();
+        assert_eq!(url.path(), "/admin/jobs", "{link}");
+    }
+
     browser.close().await;
 }
