@@ -41,7 +41,10 @@ pub(crate) async fn client_with(global: &Global, connections: u32) -> Result<Cli
             "cannot connect to {shown}: no answer within {}s",
             CONNECT_TIMEOUT.as_secs()
         ))),
-        Ok(Err(err)) => Err(Failure::Failed(format!("cannot connect to {shown}: {err}"))),
+        Ok(Err(err)) => Err(Failure::Failed(format!(
+            "cannot connect to {shown}: {}",
+            pgq_core::Error::from(err)
+        ))),
         Ok(Ok(connection)) => {
             let _ = connection.close().await;
             Ok(client)

@@ -395,3 +395,26 @@ fn a_connection_failure_names_the_url_without_its_password() {
     );
     assert!(!message.contains("hunter2"), "{message}");
 }
+
+#[tokio::test]
+async fn a_database_that_is_not_there_is_named_with_the_servers_reason() {
+    let db = TestDatabase::new().await;
+    let missing = format!("{}_gone", db.name());
+    let url = db.url().replacen(db.name(), &missing, 1);
+    let output = Command::new(env!("CARGO_BIN_EXE_pgq"))
+        .args(["stats", "--database-url", &url])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("cannot connect to"), "{message}");
+    assert!(
+        message.contains(&format!(
+            "database \"{missing}\" does not exist (SQLSTATE 3D000)"
+        )),
+        "{message}"
+    );
+    // Not the line of PostgreSQL's source that raised it, which sqlx's own text adds.
+    assert!(!message.contains(" at line "), "{message}");
+}

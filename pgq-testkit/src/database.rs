@@ -80,7 +80,12 @@ impl TestDatabase {
             .test_before_acquire(false)
             .connect_with(server.clone().database(&name))
             .await
-            .unwrap_or_else(|err| panic!("cannot connect to test database {name}: {err}"));
+            .unwrap_or_else(|err| {
+                panic!(
+                    "cannot connect to test database {name}: {}",
+                    pgq_core::Error::from(err)
+                )
+            });
         pgq_core::migrate(&pool)
             .await
             .unwrap_or_else(|err| panic!("cannot migrate test database {name}: {err}"));

@@ -31,9 +31,12 @@ async fn jobs_of<T: Task>(conn: &mut PgConnection) -> Vec<(Job, Result<T, String
 }
 
 async fn connection(pool: &PgPool) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
-    pool.acquire()
-        .await
-        .unwrap_or_else(|err| panic!("cannot connect to the test database: {err}"))
+    pool.acquire().await.unwrap_or_else(|err| {
+        panic!(
+            "cannot connect to the test database: {}",
+            pgq_core::Error::from(err)
+        )
+    })
 }
 
 /// Every pending job of task `T`, decoded, with its row, oldest first. A payload that does not

@@ -15,6 +15,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 
+use crate::error::Error;
 use crate::store::{Channel, Store};
 use crate::worker::event::WorkerEvent;
 use crate::worker::held::HeldJobs;
@@ -106,7 +107,7 @@ impl Listener {
                             Ok(Some(notification)) => self.wake(notification.payload()),
                             Ok(None) => break,
                             Err(err) => {
-                                tracing::warn!(error = %err, "listener connection failed");
+                                tracing::warn!(error = %Error::from(err), "listener connection failed");
                                 break;
                             }
                         }
@@ -116,7 +117,7 @@ impl Listener {
                     self.reporter.emit(WorkerEvent::ListenerLost);
                 }
                 Err(err) => {
-                    tracing::warn!(error = %err, retry_in = ?delay, "cannot LISTEN; polling meanwhile");
+                    tracing::warn!(error = %Error::from(err), retry_in = ?delay, "cannot LISTEN; polling meanwhile");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(RECONNECT_MAX);
                 }
