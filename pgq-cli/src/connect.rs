@@ -25,6 +25,15 @@ pub(crate) async fn client_with(global: &Global, connections: u32) -> Result<Cli
         Failure::Usage("no database given: set DATABASE_URL or pass --database-url".into())
     })?;
     let shown = redact(url);
+    // sqlx would read another scheme's host and database as PostgreSQL's.
+    let scheme = url
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("postgres" | "postgresql")) {
+        return Err(Failure::Usage(format!(
+            "invalid database URL {shown}: a PostgreSQL URL starts with postgres:// or postgresql://"
+        )));
+    }
     let options: PgConnectOptions = url
         .parse()
         .map_err(|err| Failure::Usage(format!("invalid database URL {shown}: {err}")))?;

@@ -360,6 +360,8 @@ async fn bad_input_is_a_usage_error_before_the_database_is_touched() {
         &["jobs", "show", "abc"],
         &["queues", "pause", "bad name"],
         &["--schema", "Bad-Schema", "stats"],
+        // Another scheme's URL, which sqlx would read as PostgreSQL's host and database.
+        &["--database-url", "mysql://root@127.0.0.1/postgres", "stats"],
     ];
     for args in cases {
         let output = pgq(&db, args);

@@ -66,6 +66,14 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn connect(url: &str) -> Result<Self> {
+        // sqlx reads any URL's host and database, whatever its scheme: `mysql://db/app` would
+        // reach a PostgreSQL server on db's port 5432.
+        if !is_postgres_url(url) {
+            return Err(sqlx::Error::Configuration(
+                "a PostgreSQL URL starts with postgres:// or postgresql://".into(),
+            )
+            .into());
+        }
         let pool = PgPoolOptions::new()
             .max_connections(defaults::MAX_CONNECTIONS)
             // sqlx pings a connection before each use by default: a round trip per statement.
@@ -432,5 +440,27 @@ impl Client {
     /// ```
     pub async fn stats(&self) -> Result<Vec<QueueStats>> {
         store::maintenance::stats(&self.store, defaults::STATS_WINDOW).await
+    }
+}
+
+/// Whether `url` names PostgreSQL by its scheme (`postgres://` or `postgresql://`, in any case).
+fn is_postgres_url(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(scheme, _)| {
+        scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_postgres_url;
+
+    #[test]
+    fn only_postgres_schemes_are_database_urls() {
+        assert!(is_postgres_url("postgres://app@db/app"));
+        assert!(is_postgres_url("postgresql://db/app?sslmode=require"));
+        assert!(is_postgres_url("POSTGRES://db/app"));
+        assert!(!is_postgres_url("mysql://db/app"));
+        assert!(!is_postgres_url("db/app"));
+        assert!(!is_postgres_url(""));
     }
 }

@@ -464,3 +464,20 @@ async fn a_database_error_reads_with_its_code_and_without_the_servers_source_lin
     assert!(text.contains("does not exist (SQLSTATE 3D000)"), "{text}");
     assert!(!text.contains(" at line "), "{text}");
 }
+
+#[tokio::test]
+async fn a_url_of_another_scheme_is_refused_before_any_connection() {
+    let db = TestDatabase::new().await;
+    // Otherwise a PostgreSQL URL of a reachable server: sqlx alone would connect to it.
+    let url = db.url().replacen("postgres", "mysql", 1);
+    assert!(url.starts_with("mysql://"), "{url}");
+    let err = Client::connect(&url)
+        .await
+        .expect_err("not a PostgreSQL URL");
+    assert!(matches!(err, Error::Database(_)), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("a PostgreSQL URL starts with postgres:// or postgresql://"),
+        "{err}"
+    );
+}
