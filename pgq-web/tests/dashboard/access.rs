@@ -126,5 +126,26 @@ async fn nested_under_a_prefix_every_link_stays_under_it() {
         assert_eq!(url.path(), "/admin/jobs", "{link}");
     }
 
+    // An action posts under the prefix, with the cookie scoped to it, and leads back there.
+    browser
+        .click("tr[data-queue=pings] button[value=pause]")
+        .await;
+    let report = browser.text("#report").await;
+    assert!(report.contains("Paused queue pings."), "{report}");
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), "/admin/jobs/queues/pause");
+    browser.click("#back").await;
+    browser.wait_for_text("h1", "Queues").await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), "/admin/jobs");
+    assert!(
+        client
+            .queues()
+            .await
+            .unwrap()
+            .iter()
+            .any(|q| q.name == "pings" && q.paused_at.is_some())
+    );
+
     browser.close().await;
 }
