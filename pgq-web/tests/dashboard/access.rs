@@ -149,3 +149,28 @@ async fn nested_under_a_prefix_every_link_stays_under_it() {
 
     browser.close().await;
 }
+
+#[tokio::test]
+async fn nested_with_an_access_token_the_login_leads_to_the_queues_under_the_prefix() {
+    let db = TestDatabase::new().await;
+    let served = serve(
+        db.client(),
+        DashboardConfig::new().access_token(TOKEN),
+        "/admin/jobs",
+    )
+    .await;
+    let browser = Browser::start().await;
+
+    browser.goto(&format!("{}/workers", served.url)).await;
+    assert_eq!(browser.text("h1").await, "Sign in");
+    browser.find("#token").await.send_keys(TOKEN).await.unwrap();
+    browser.click("section.login button").await;
+    browser.wait_for_text("h1", "Queues").await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), "/admin/jobs");
+    // The session cookie, scoped to the prefix, opens every page under it.
+    browser.goto(&format!("{}/workers", served.url)).await;
+    assert_eq!(browser.text("h1").await, "Workers");
+
+    browser.close().await;
+}
