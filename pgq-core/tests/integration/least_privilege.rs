@@ -1,11 +1,14 @@
 //! An application role with only USAGE on pgq's schema and DML on its tables runs everything but
-//! DDL: enqueues, works, cancels, retries, rescues, cleans and reads stats; `migrate` on an
-//! up-to-date schema needs no DDL privilege; and a schema migrated by a newer pgq is refused.
+//! DDL: enqueues, works, cancels, retries, rescues, cleans and reads stats; steers queues (pause,
+//! limits, rates) and jobs in bulk, reads the workers, schedules and history, leads a periodic
+//! schedule and watches a job; `migrate` on an up-to-date schema needs no DDL privilege; and a
+//! schema migrated by a newer pgq is refused.
 
 use std::time::Duration;
 
 use pgq_core::{
-    Client, Error, Handler, JobContext, JobOutcome, Retention, Task, TaskError, Worker, async_trait,
+    Client, Error, Handler, JobContext, JobFilter, JobOutcome, JobStatus, RateLimit, Retention,
+    Schedule, Task, TaskError, Worker, async_trait,
 };
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
@@ -124,6 +127,105 @@ async fn a_role_with_dml_only_runs_everything_but_ddl() {
         })
         .await
         .unwrap();
+    drop_role(&db, &role, client).await;
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "least_beat")]
+struct LeastBeat {
+    n: u32,
+}
+
+#[async_trait]
+impl Handler for LeastBeat {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_role_with_dml_only_steers_queues_and_jobs_and_leads_schedules() {
+    let db = TestDatabase::new().await;
+    let (role, client) = app_role(&db).await;
+
+    // Queue control, persisted in pgq's tables.
+    client.pause_queue("least").await.unwrap();
+    client.set_queue_limit("least", Some(3)).await.unwrap();
+    client
+        .set_queue_rate("least", RateLimit::new(50, Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let queue = client
+        .queues()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|q| q.name == "least")
+        .expect("the queue is listed");
+    assert!(queue.paused_at.is_some(), "{queue:?}");
+    client.resume_queue("least").await.unwrap();
+
+    // Bulk actions and searches on pending jobs.
+    let later = pgq_core::EnqueueOptions::default().delay(Duration::from_secs(3600));
+    let mut ids = Vec::new();
+    for n in 10..14 {
+        let enqueued = client
+            .enqueue_with(Least { n, fail: false }, later.clone())
+            .await
+            .unwrap();
+        ids.push(enqueued.id());
+    }
+    let pending = JobFilter::new().status(JobStatus::Pending).queue("least");
+    assert_eq!(client.jobs(&pending).await.unwrap().jobs.len(), 4);
+    assert!(client.count_jobs(&pending).await.is_ok());
+    let report = client.set_jobs_priority(ids.clone(), 900).await.unwrap();
+    assert_eq!(report.changed.len(), 4, "{report:?}");
+    let report = client.cancel_jobs(ids[..2].to_vec()).await.unwrap();
+    assert_eq!(report.changed.len(), 2, "{report:?}");
+    let report = client.retry_jobs(ids[..1].to_vec(), 1).await.unwrap();
+    assert_eq!(report.changed.len(), 1, "{report:?}");
+    let report = client.run_jobs_now(ids[2..].to_vec()).await.unwrap();
+    assert_eq!(report.changed.len(), 2, "{report:?}");
+    let mut watch = client.watch(ids[1]).await.unwrap();
+    let job = watch.next().await.unwrap().expect("the job as it is");
+    assert_eq!(job.status, JobStatus::Cancelled);
+    // Its listening connection goes back to the pool, which closes at the end.
+    drop(watch);
+
+    // A worker with the queue limited and rated, leading a periodic schedule.
+    let worker = Worker::builder(client.clone())
+        .queue("least", 2)
+        .queue("least_beat", 1)
+        .periodic(Schedule::cron("* * * * * *"), || LeastBeat { n: 0 })
+        .build()
+        .unwrap();
+    let handle = worker.start();
+    support::eventually(|| async {
+        let done = client
+            .count_jobs(&JobFilter::new().status(JobStatus::Completed))
+            .await
+            .unwrap();
+        let beats = client
+            .jobs(
+                &JobFilter::new()
+                    .queue("least_beat")
+                    .status(JobStatus::Completed),
+            )
+            .await
+            .unwrap();
+        (done.count >= 3 && !beats.jobs.is_empty()).then_some(())
+    })
+    .await;
+    assert!(!client.workers().await.unwrap().is_empty());
+    let schedules = client.schedules().await.unwrap();
+    assert_eq!(schedules.len(), 1, "{schedules:?}");
+    assert!(schedules[0].leader.is_some(), "{schedules:?}");
+    client.finished_history().await.unwrap();
+    client.migration_states().await.unwrap();
+    handle.shutdown().await.unwrap();
+
+    let report = client.delete_jobs(ids, false).await.unwrap();
+    assert!(!report.changed.is_empty(), "{report:?}");
     drop_role(&db, &role, client).await;
 }
 
