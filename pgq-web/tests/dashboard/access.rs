@@ -6,7 +6,7 @@ use pgq_testkit::TestDatabase;
 use pgq_web::DashboardConfig;
 
 use crate::browser::Browser;
-use crate::support::{Ping, serve};
+use crate::support::{Ping, paused_queues, serve};
 
 const TOKEN: &str = "correct-horse-battery-staple";
 
@@ -138,14 +138,7 @@ async fn nested_under_a_prefix_every_link_stays_under_it() {
     browser.wait_for_text("h1", "Queues").await;
     let url = browser.client.current_url().await.unwrap();
     assert_eq!(url.path(), "/admin/jobs");
-    assert!(
-        client
-            .queues()
-            .await
-            .unwrap()
-            .iter()
-            .any(|q| q.name == "pings" && q.paused_at.is_some())
-    );
+    assert_eq!(paused_queues(&client).await, ["pings"]);
 
     browser.close().await;
 }

@@ -8,7 +8,7 @@ use pgq_web::DashboardConfig;
 use serde_json::json;
 
 use crate::browser::Browser;
-use crate::support::{Deliver, serve};
+use crate::support::{Deliver, paused_queues, serve};
 
 const SCRIPT: &str = "<script>window.pwned = 1</script>";
 const IMG: &str = "<img src=x onerror=\"window.pwned = 2\">";
@@ -108,14 +108,7 @@ async fn hostile_payloads_errors_and_names_render_as_text() {
     let page = answer[1].as_str().unwrap();
     assert!(page.contains("&lt;script&gt;x&lt;/script&gt;"), "{page}");
     assert!(!page.contains("<script>x"), "{page}");
-    assert!(
-        client
-            .queues()
-            .await
-            .unwrap()
-            .iter()
-            .all(|q| q.paused_at.is_none())
-    );
+    assert!(paused_queues(&client).await.is_empty());
 
     browser.close().await;
 }

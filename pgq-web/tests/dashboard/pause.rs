@@ -9,7 +9,7 @@ use pgq_testkit::TestDatabase;
 use pgq_web::DashboardConfig;
 
 use crate::browser::Browser;
-use crate::support::{Gate, Ping, serve, status, wait_for_status, worker};
+use crate::support::{Gate, Ping, paused_queues, serve, status, wait_for_status, worker};
 
 /// Longer than the bound on a pause reaching every worker (a second) plus a poll: a worker that
 /// still claimed from the paused queue would have done so by then.
@@ -32,12 +32,7 @@ async fn pausing_a_queue_from_the_dashboard_stops_the_worker_claiming_from_it() 
         .await;
     let report = browser.text("#report").await;
     assert!(report.contains("Paused queue pings."), "{report}");
-    let paused = client.queues().await.unwrap();
-    assert!(
-        paused
-            .iter()
-            .any(|q| q.name == "pings" && q.paused_at.is_some())
-    );
+    assert_eq!(paused_queues(&client).await, ["pings"]);
 
     let waiting = client.enqueue(Ping { n: 2 }).await.unwrap().id();
     // Long enough for any claim to have happened: the worker must not have made one.

@@ -52,6 +52,18 @@ where
 }
 
 /// The job's status now.
+/// The queues paused now, by name.
+pub(crate) async fn paused_queues(client: &Client) -> Vec<String> {
+    client
+        .queues()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|q| q.paused_at.is_some())
+        .map(|q| q.name)
+        .collect()
+}
+
 pub(crate) async fn status(client: &Client, id: JobId) -> JobStatus {
     client
         .job(id)
