@@ -242,6 +242,20 @@ impl Error {
             .is_some_and(|code| code == "40P01" || code == "40001")
     }
 
+    /// Whether the statement was prepared on this connection before a migration changed the
+    /// columns it returns: PostgreSQL refuses to run it again until it is prepared anew.
+    pub(crate) fn is_stale_plan(&self) -> bool {
+        let Error::Database(err) = self else {
+            return false;
+        };
+        err.as_database_error().is_some_and(|err| {
+            err.code().is_some_and(|code| code == "0A000")
+                && err
+                    .message()
+                    .starts_with("cached plan must not change result type")
+        })
+    }
+
     pub(crate) fn invalid_queue(queue: &str, reason: &'static str) -> Self {
         Error::InvalidQueue {
             queue: queue.chars().take(80).collect(),

@@ -62,7 +62,8 @@ pub const MAX_QUEUE_LEN: usize = 64;
 /// ```
 pub const MAX_UNIQUE_KEY_BYTES: usize = 1024;
 
-/// The longest concurrency key pgq stores, in bytes.
+/// The longest concurrency key pgq stores, in bytes: refused at enqueue, and by the schema
+/// (`pgq.concurrency_key`) from hand-written SQL.
 ///
 /// ```
 /// use pgq_core::{limits::MAX_CONCURRENCY_KEY_BYTES, Task};

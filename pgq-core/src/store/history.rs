@@ -8,7 +8,8 @@ use crate::history::FinishedMinute;
 use crate::store::{Store, run};
 
 /// Jobs finished within the window from the finished-jobs index, counted per queue and
-/// minute: never the whole history.
+/// minute: never the whole history, nor a completion time written by hand past the current
+/// minute (`infinity` included).
 const FINISHED_BY_MINUTE: &str = "
 SELECT queue, date_trunc('minute', completed_at) AS minute,
        count(*) FILTER (WHERE status = 'completed') AS completed,
@@ -16,6 +17,7 @@ SELECT queue, date_trunc('minute', completed_at) AS minute,
        count(*) FILTER (WHERE status = 'cancelled') AS cancelled
 FROM pgq.jobs
 WHERE phase = 2 AND completed_at > (now() - ($1 * interval '1 second'))
+  AND completed_at < (date_trunc('minute', now()) + interval '1 minute')
 GROUP BY queue, minute
 ORDER BY queue, minute";
 

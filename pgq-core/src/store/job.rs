@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::job::{AttemptError, Job, JobStatus};
 use crate::job_id::JobId;
 use crate::store::Store;
+use crate::store::moment::{maybe_moment, moment};
 
 const SELECT_JOB: &str = "SELECT * FROM pgq.jobs WHERE id = $1";
 
@@ -34,7 +35,7 @@ pub(crate) fn decode(row: &PgRow) -> Result<Job> {
         priority: row.try_get("priority")?,
         status,
         payload: row.try_get("payload")?,
-        run_at: row.try_get("run_at")?,
+        run_at: moment(row, "run_at")?,
         attempts: row.try_get("attempts")?,
         max_attempts: row.try_get("max_attempts")?,
         unique_key: row.try_get("unique_key")?,
@@ -44,13 +45,13 @@ pub(crate) fn decode(row: &PgRow) -> Result<Job> {
         current_stage: row.try_get("current_stage")?,
         events_count: row.try_get("events_count")?,
         worker_id: row.try_get("worker_id")?,
-        claimed_at: row.try_get("claimed_at")?,
-        lease_expires_at: row.try_get("lease_expires_at")?,
-        cancel_requested_at: row.try_get("cancel_requested_at")?,
-        created_at: row.try_get("created_at")?,
-        started_at: row.try_get("started_at")?,
-        completed_at: row.try_get("completed_at")?,
-        updated_at: row.try_get("updated_at")?,
+        claimed_at: maybe_moment(row, "claimed_at")?,
+        lease_expires_at: maybe_moment(row, "lease_expires_at")?,
+        cancel_requested_at: maybe_moment(row, "cancel_requested_at")?,
+        created_at: moment(row, "created_at")?,
+        started_at: maybe_moment(row, "started_at")?,
+        completed_at: maybe_moment(row, "completed_at")?,
+        updated_at: moment(row, "updated_at")?,
         meta: row.try_get("meta")?,
     })
 }

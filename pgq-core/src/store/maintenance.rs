@@ -10,6 +10,7 @@ use sqlx::{PgConnection, Postgres, Row};
 use crate::error::Result;
 use crate::stats::QueueStats;
 use crate::store::Store;
+use crate::store::moment::Moment;
 use crate::store::run;
 use crate::store::walk::walking_indexes;
 
@@ -87,7 +88,7 @@ pub(crate) async fn delete_finished_batch(
     from: Option<DateTime<Utc>>,
 ) -> Result<Option<Deleted>> {
     let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-    let (held, rows, reached): (bool, i64, Option<DateTime<Utc>>) = run!(store, |conn| async {
+    let (held, rows, reached): (bool, i64, Option<Moment>) = run!(store, |conn| async {
         let mut tx = walking_indexes(store, conn).await?;
         let deleted = sqlx::query_as(store.sql(DELETE_FINISHED))
             .persistent(store.prepared())
@@ -103,14 +104,17 @@ pub(crate) async fn delete_finished_batch(
     })?;
     Ok(held.then(|| Deleted {
         rows: u64::try_from(rows).unwrap_or(0),
-        reached,
+        reached: reached.map(Into::into),
     }))
 }
 
 /// How long until the oldest finished job falls due, in milliseconds (zero or less: due now),
-/// read from the first entry of the finished-jobs index; no row when nothing is finished.
+/// read from the first entry of the finished-jobs index; no row when nothing is finished. A
+/// completion time written by hand may be infinite, which no subtraction takes: it counts as
+/// the edge of the run times pgq stores.
 const OLDEST_FINISHED_DUE_IN: &str = "
-SELECT ceil((extract(epoch FROM completed_at - now()) * 1000)
+SELECT ceil((extract(epoch FROM least(greatest(completed_at, '1970-01-01 00:00:00+00'),
+                                      '9999-12-31 00:00:00+00') - now()) * 1000)
             + CASE WHEN status = 'completed' THEN $1 ELSE $2 END)::int8
 FROM pgq.jobs
 WHERE phase = 2

@@ -22,6 +22,7 @@ pub(crate) mod job;
 pub(crate) mod leaders;
 pub(crate) mod lease;
 pub(crate) mod maintenance;
+pub(crate) mod moment;
 #[cfg(test)]
 pub(crate) mod plans;
 pub(crate) mod progress;
@@ -40,6 +41,10 @@ pub(crate) mod workers;
 /// failure. Each needs another transaction to take the same rows in another order at that
 /// moment; pgq's statements lock rows in one order, so the second try is all it takes.
 pub(crate) const CONFLICT_RETRIES: u32 = 5;
+
+/// How many of a pool's connections one call clears of statements prepared before a migration
+/// changed what they return (see [`run`]) before it gives up. Each failure clears one.
+pub(crate) const STALE_PLAN_RETRIES: u32 = 64;
 
 /// Runs statements on a connection the caller holds, within the store's time limit:
 /// `on!(store, connection, |conn| statement(conn, ..))`. Behind a transaction pooler that cannot
@@ -75,18 +80,34 @@ pub(crate) use on;
 /// `run!(store, |conn| statement(conn, ..))` for any future that uses `conn: &mut PgConnection`.
 /// A connection that did not answer in time is closed: returned to the pool, it would be checked
 /// with a round trip that waits as long as the network stays silent. A deadlock or
-/// serialization failure runs the work again, on a fresh transaction.
+/// serialization failure runs the work again, on a fresh transaction. A statement the connection
+/// prepared before a migration changed the columns it returns (a process that kept running
+/// through an upgrade) fails on that connection until it is prepared again: the connection
+/// forgets its prepared statements and the work runs again.
 macro_rules! run {
     ($store:expr, |$conn:ident| $work:expr) => {{
         let store: &$crate::store::Store = &$store;
         let mut tries = 0;
+        let mut stale = 0;
         loop {
             tries += 1;
             let result = match store.acquire().await {
                 Ok(mut pooled) => {
                     let result = $crate::store::on!(store, &mut pooled, |$conn| $work);
-                    if matches!(result, Err($crate::error::Error::Unresponsive(_))) {
-                        pooled.close_on_drop();
+                    match &result {
+                        Err($crate::error::Error::Unresponsive(_)) => pooled.close_on_drop(),
+                        Err(err) if err.is_stale_plan() => {
+                            let cleared = store
+                                .bound(async {
+                                    Ok(::sqlx::Connection::clear_cached_statements(&mut *pooled)
+                                        .await?)
+                                })
+                                .await;
+                            if cleared.is_err() {
+                                pooled.close_on_drop();
+                            }
+                        }
+                        _ => {}
                     }
                     result
                 }
@@ -95,6 +116,10 @@ macro_rules! run {
             match result {
                 Err(err) if err.is_conflict() && tries < $crate::store::CONFLICT_RETRIES => {
                     $crate::store::conflict_pause(tries).await;
+                }
+                Err(err) if err.is_stale_plan() && stale < $crate::store::STALE_PLAN_RETRIES => {
+                    stale += 1;
+                    tries -= 1;
                 }
                 result => break result,
             }

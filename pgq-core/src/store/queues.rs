@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use crate::error::Result;
+use crate::store::moment::moment;
 use crate::store::{Store, run};
 
 /// Pauses a queue; one already paused keeps the time it was paused at.
@@ -186,7 +187,7 @@ pub(crate) async fn paused(store: &Store) -> Result<Vec<(String, DateTime<Utc>)>
             .await?;
         let mut paused = Vec::with_capacity(rows.len());
         for row in rows {
-            paused.push((row.try_get("name")?, row.try_get("paused_at")?));
+            paused.push((row.try_get("name")?, moment(&row, "paused_at")?));
         }
         Ok(paused)
     })

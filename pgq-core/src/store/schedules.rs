@@ -11,6 +11,7 @@ use crate::enqueue::PreparedTask;
 use crate::enqueued::JobTemplate;
 use crate::error::Result;
 use crate::job_id::JobId;
+use crate::store::moment::{Moment, maybe_moment, moment};
 use crate::store::{Store, enqueue, run};
 
 /// Writes each schedule's definition; a new one starts its watermark at `$7` (now: it enqueues
@@ -63,7 +64,7 @@ pub(crate) async fn register(
     let crons: Vec<&str> = definitions.iter().map(|d| d.cron).collect();
     let zones: Vec<&str> = definitions.iter().map(|d| d.time_zone).collect();
     let missed: Vec<&str> = definitions.iter().map(|d| d.missed.as_str()).collect();
-    run!(store, |conn| async {
+    let watermarks: Vec<(String, Moment)> = run!(store, |conn| async {
         Ok(sqlx::query_as(store.sql(REGISTER))
             .persistent(store.prepared())
             .bind(&names)
@@ -75,7 +76,11 @@ pub(crate) async fn register(
             .bind(now)
             .fetch_all(&mut *conn)
             .await?)
-    })
+    })?;
+    Ok(watermarks
+        .into_iter()
+        .map(|(name, done)| (name, done.into()))
+        .collect())
 }
 
 /// One instant's job, ready to insert.
@@ -151,8 +156,8 @@ pub(crate) async fn list(store: &Store) -> Result<Vec<ScheduleRow>> {
                     cron: row.try_get("cron")?,
                     time_zone: row.try_get("time_zone")?,
                     missed: row.try_get("missed")?,
-                    done_through: row.try_get("done_through")?,
-                    last_instant: row.try_get("last_instant")?,
+                    done_through: moment(row, "done_through")?,
+                    last_instant: maybe_moment(row, "last_instant")?,
                     last_job_id: row.try_get("last_job_id")?,
                     leader: row.try_get("leader")?,
                     now: row.try_get("now")?,

@@ -17,6 +17,7 @@ use md5::{Digest, Md5};
 use sqlx::AssertSqlSafe;
 
 use crate::error::{Error, Result};
+use crate::store::moment::Moment;
 use crate::store::{Store, run, sql};
 
 /// One embedded migration file.
@@ -82,6 +83,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 11,
         name: "0011_lighter_inserts.sql",
         sql: include_str!("../../migrations/0011_lighter_inserts.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "0012_stall_proof_keys_and_buckets.sql",
+        sql: include_str!("../../migrations/0012_stall_proof_keys_and_buckets.sql"),
     },
 ];
 
@@ -162,10 +168,11 @@ pub(crate) async fn applied(store: &Store) -> Result<Vec<(i64, DateTime<Utc>)>> 
         if !exists {
             return Ok(Vec::new());
         }
-        Ok(sqlx::query_as(store.sql(APPLIED_AT))
+        let applied: Vec<(i64, Moment)> = sqlx::query_as(store.sql(APPLIED_AT))
             .persistent(store.prepared())
             .fetch_all(&mut *conn)
-            .await?)
+            .await?;
+        Ok(applied.into_iter().map(|(v, at)| (v, at.into())).collect())
     })
 }
 

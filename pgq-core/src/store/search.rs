@@ -8,7 +8,6 @@
 //! window of at most [`SEARCH_WINDOW`](crate::limits::SEARCH_WINDOW) ids a page through the
 //! primary key, and its cursor then moves window by window.
 
-use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
@@ -18,6 +17,7 @@ use crate::admin::page::{JobCount, JobPage};
 use crate::error::Result;
 use crate::job::JobStatus;
 use crate::limits;
+use crate::store::moment::moment;
 use crate::store::{Store, job};
 
 /// The lowest and highest id: two probes of the primary key.
@@ -300,7 +300,7 @@ async fn rows(
         let last = rows.last().expect("a full page has a last row");
         let id: i64 = last.try_get("id")?;
         Some(match filter.order {
-            JobOrder::RunAt => JobCursor::run_at(id, last.try_get::<DateTime<Utc>, _>("run_at")?),
+            JobOrder::RunAt => JobCursor::run_at(id, moment(last, "run_at")?),
             _ => JobCursor::id(id),
         })
     } else if window.beyond {

@@ -1,7 +1,6 @@
 //! The live workers' registrations: each worker heartbeats its row, and a row whose
 //! `expires_at` has passed belongs to a dead worker, whose held jobs are taken back at once.
 
-use chrono::{DateTime, Utc};
 use sqlx::Row;
 use sqlx::types::Json;
 
@@ -10,6 +9,7 @@ use crate::job_id::JobId;
 use crate::live_worker::LiveWorker;
 use crate::store::attempt::ERROR_HISTORY;
 use crate::store::lease::take_back;
+use crate::store::moment::moment;
 use crate::store::{Store, run};
 
 /// Registers the worker, or renews its registration: the same statement, so that a worker
@@ -125,8 +125,8 @@ pub(crate) async fn live(store: &Store) -> Result<Vec<LiveWorker>> {
                     host: row.try_get("host")?,
                     pid: row.try_get::<i32, _>("pid")? as u32,
                     queues,
-                    started_at: row.try_get::<DateTime<Utc>, _>("started_at")?,
-                    heartbeat_at: row.try_get::<DateTime<Utc>, _>("heartbeat_at")?,
+                    started_at: moment(row, "started_at")?,
+                    heartbeat_at: moment(row, "heartbeat_at")?,
                     held: u32::try_from(row.try_get::<i32, _>("held")?).unwrap_or(0),
                 })
             })

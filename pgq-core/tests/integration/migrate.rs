@@ -481,3 +481,70 @@ async fn a_url_of_another_scheme_is_refused_before_any_connection() {
         "{err}"
     );
 }
+
+/// A database at migration 0011 with a pending job whose concurrency key no index entry can
+/// hold, which would have failed every claim of its queue: after the upgrade the job runs, and
+/// a process that read jobs before the upgrade, on a connection that prepared its statements
+/// then, still reads them.
+#[tokio::test]
+async fn an_upgrade_makes_an_over_long_key_claimable_and_running_processes_read_on() {
+    use pgq_core::{JobId, JobOutcome};
+
+    #[derive(Serialize, Deserialize, Task)]
+    #[task(queue = "upgraded")]
+    struct Upgraded;
+    #[async_trait]
+    impl Handler for Upgraded {
+        async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+            Ok(())
+        }
+    }
+
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    apply_scripts(&db, pgq_core::migrations().into_iter().take(11).collect()).await;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO pgq.jobs (task, queue, payload, concurrency_key, concurrency_limit)
+         SELECT 'Upgraded', 'upgraded', 'null', string_agg(md5(g::text), ''), 1
+         FROM generate_series(1, 100) AS g
+         RETURNING id",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    let id = JobId::from(id);
+    let one_connection = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let running = Client::new(one_connection.clone());
+    assert!(running.job(id).await.unwrap().is_some());
+
+    db.client().migrate().await.unwrap();
+    let job = running.job(id).await.expect("read after the upgrade");
+    assert_eq!(job.map(|job| job.id), Some(id));
+    let key: String = sqlx::query_scalar("SELECT concurrency_key FROM pgq.jobs")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert!(key.starts_with("md5:") && key.len() == 36, "{key}");
+    let drained = Worker::builder(db.client())
+        .queue("upgraded", 1)
+        .build()
+        .unwrap()
+        .drain()
+        .await
+        .unwrap();
+    assert_eq!(
+        drained
+            .iter()
+            .map(|d| (d.id, d.outcome))
+            .collect::<Vec<_>>(),
+        vec![(id, JobOutcome::Completed)]
+    );
+    one_connection.close().await;
+}
