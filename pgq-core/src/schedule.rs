@@ -172,6 +172,13 @@ impl Cadence {
 
     /// The first instant strictly after `t`.
     pub(crate) fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let t = if t < searchable_from() {
+            searchable_from()
+        } else if t > searchable_until() {
+            return None;
+        } else {
+            t
+        };
         let local = self.zone.from_utc_datetime(&t.naive_utc());
         let next = self.cron.find_next_occurrence(&local, false).ok()?;
         Some(next.with_timezone(&Utc))
@@ -179,6 +186,13 @@ impl Cadence {
 
     /// The last instant at or before `t`.
     pub(crate) fn last_until(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let t = if t > searchable_until() {
+            searchable_until()
+        } else if t < searchable_from() {
+            return None;
+        } else {
+            t
+        };
         let local = self.zone.from_utc_datetime(&t.naive_utc());
         let last = self.cron.find_previous_occurrence(&local, true).ok()?;
         Some(last.with_timezone(&Utc))
@@ -221,6 +235,17 @@ impl Cadence {
         instants.reverse();
         instants
     }
+}
+
+/// The times a cadence is searched within. croner finds no instant past the year 5000, and near
+/// chrono's own bounds (a watermark written by hand as `infinity` reads as the latest) its search
+/// overflows and panics: outside these, a search starts at the nearest of them or finds nothing.
+fn searchable_from() -> DateTime<Utc> {
+    DateTime::from_timestamp(-62_135_510_400, 0).unwrap_or(DateTime::UNIX_EPOCH) // 0001-01-02
+}
+
+fn searchable_until() -> DateTime<Utc> {
+    DateTime::from_timestamp(95_648_947_200, 0).unwrap_or(DateTime::UNIX_EPOCH) // 5000-12-30
 }
 
 /// What one step of a schedule does at `now`: the instants to enqueue, oldest first, and the
@@ -394,5 +419,27 @@ mod tests {
         }
         assert!("backfill:".parse::<Missed>().is_err());
         assert!("never".parse::<Missed>().is_err());
+    }
+
+    #[test]
+    fn times_beyond_the_searchable_years_find_nothing_or_start_at_their_edge() {
+        let earliest: DateTime<Utc> = "-4713-11-24T00:00:00Z".parse().unwrap();
+        for zone in [
+            "UTC",
+            "Europe/Paris",
+            "America/New_York",
+            "Pacific/Kiritimati",
+        ] {
+            let cadence = Cadence::parse("0 * * * * *", zone).unwrap();
+            assert_eq!(cadence.next_after(DateTime::<Utc>::MAX_UTC), None, "{zone}");
+            assert_eq!(cadence.last_until(earliest), None, "{zone}");
+            let last = cadence.last_until(DateTime::<Utc>::MAX_UTC).unwrap();
+            assert!(last.to_rfc3339().starts_with("5000-12-"), "{zone}: {last}");
+            let first = cadence.next_after(earliest).unwrap();
+            assert!(
+                first.to_rfc3339().starts_with("0001-01-0"),
+                "{zone}: {first}"
+            );
+        }
     }
 }

@@ -194,7 +194,9 @@ async fn times_written_by_hand_beyond_what_chrono_holds_read_as_its_bounds() {
          INSERT INTO pgq.schedules (name, task, cron, time_zone, missed, role, done_through,
                                     last_instant)
          VALUES ('hand-written', 'RowJob', '0 * * * * *', 'UTC', 'skip', 'r', '-infinity',
-                 'infinity');
+                 'infinity'),
+                ('hand-written-paris', 'RowJob', '0 * * * * *', 'Europe/Paris', 'skip', 'r',
+                 'infinity', NULL);
          UPDATE pgq.migrations SET applied_at = 'infinity' WHERE version = 1;"
     )))
     .execute(db.pool())
@@ -229,6 +231,11 @@ async fn times_written_by_hand_beyond_what_chrono_holds_read_as_its_bounds() {
     assert_eq!(rows.paused_at, Some(DateTime::<Utc>::MAX_UTC));
     let schedules = client.schedules().await.unwrap();
     assert_eq!(schedules[0].last_run, Some(DateTime::<Utc>::MAX_UTC));
+    assert!(schedules[0].next_run.is_some_and(|next| next > Utc::now()));
+    assert_eq!(
+        schedules[1].next_run, None,
+        "nothing is due after a watermark at infinity"
+    );
     let migrations = client.migration_states().await.unwrap();
     assert_eq!(migrations[0].applied_at, Some(DateTime::<Utc>::MAX_UTC));
     let history = client.finished_history().await.unwrap();
