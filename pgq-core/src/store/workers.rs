@@ -118,13 +118,12 @@ pub(crate) async fn live(store: &Store) -> Result<Vec<LiveWorker>> {
             .await?;
         rows.iter()
             .map(|row| {
-                let Json(queues): Json<std::collections::BTreeMap<String, u32>> =
-                    row.try_get("queues")?;
+                let Json(queues): Json<serde_json::Value> = row.try_get("queues")?;
                 Ok(LiveWorker {
                     id: row.try_get("id")?,
                     host: row.try_get("host")?,
                     pid: row.try_get::<i32, _>("pid")? as u32,
-                    queues,
+                    queues: served(&queues),
                     started_at: moment(row, "started_at")?,
                     heartbeat_at: moment(row, "heartbeat_at")?,
                     held: u32::try_from(row.try_get::<i32, _>("held")?).unwrap_or(0),
@@ -132,6 +131,19 @@ pub(crate) async fn live(store: &Store) -> Result<Vec<LiveWorker>> {
             })
             .collect::<Result<Vec<_>>>()
     })
+}
+
+/// The queues a worker serves, with its concurrency in each, from its row's `queues` object.
+/// What a worker did not write there (a row written by hand) is left out, not an error: one
+/// row does not hide the others.
+fn served(queues: &serde_json::Value) -> std::collections::BTreeMap<String, u32> {
+    let Some(queues) = queues.as_object() else {
+        return Default::default();
+    };
+    queues
+        .iter()
+        .filter_map(|(name, n)| Some((name.clone(), u32::try_from(n.as_u64()?).ok()?)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -173,7 +173,7 @@ fn earliest() -> DateTime<Utc> {
 }
 
 #[tokio::test]
-async fn times_written_by_hand_beyond_what_chrono_holds_read_as_its_bounds() {
+async fn hand_written_times_and_worker_rows_read_without_crashing_or_hiding_the_rest() {
     let db = TestDatabase::new().await;
     let client = db.client();
     let done = client.enqueue(RowJob { n: 1 }).await.unwrap().id();
@@ -189,7 +189,9 @@ async fn times_written_by_hand_beyond_what_chrono_holds_read_as_its_bounds() {
          UPDATE pgq.jobs SET status = 'cancelled', phase = 2, completed_at = '-infinity'
          WHERE id = {oldest};
          INSERT INTO pgq.workers (id, host, pid, queues, started_at, heartbeat_at, expires_at)
-         VALUES ('hand-written', 'h', 1, '{{}}', '-infinity', 'infinity', 'infinity');
+         VALUES ('hand-written', 'h', 1, '{{\"rows\": 2, \"bad\": -1, \"worse\": \"x\"}}',
+                 '-infinity', 'infinity', 'infinity'),
+                ('hand-written-list', 'h', 2, '[1]', now(), now(), 'infinity');
          INSERT INTO pgq.queues (name, paused_at) VALUES ('rows', 'infinity');
          INSERT INTO pgq.schedules (name, task, cron, time_zone, missed, role, done_through,
                                     last_instant)
@@ -215,17 +217,26 @@ async fn times_written_by_hand_beyond_what_chrono_holds_read_as_its_bounds() {
     let page = client.jobs(&JobFilter::new()).await.unwrap();
     assert_eq!(page.jobs.len(), 3);
 
-    let worker = client
-        .workers()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|w| w.id == "hand-written")
-        .expect("the hand-written worker is live until infinity");
+    let workers = client.workers().await.unwrap();
+    let worker = |id: &str| {
+        workers
+            .iter()
+            .find(|w| w.id == id)
+            .unwrap_or_else(|| panic!("{id} is live until infinity"))
+    };
     assert_eq!(
-        (worker.started_at, worker.heartbeat_at),
+        (
+            worker("hand-written").started_at,
+            worker("hand-written").heartbeat_at
+        ),
         (earliest(), DateTime::<Utc>::MAX_UTC)
     );
+    // What no worker writes in its row's queues is left out, not an error for the whole list.
+    assert_eq!(
+        worker("hand-written").queues.iter().collect::<Vec<_>>(),
+        [(&"rows".to_owned(), &2)]
+    );
+    assert!(worker("hand-written-list").queues.is_empty());
     let queue = client.queues().await.unwrap();
     let rows = queue.iter().find(|q| q.name == "rows").unwrap();
     assert_eq!(rows.paused_at, Some(DateTime::<Utc>::MAX_UTC));
