@@ -27,7 +27,13 @@ pub(crate) fn decode(row: &PgRow) -> Result<Job> {
     let status = status
         .parse::<JobStatus>()
         .map_err(|message| sqlx::Error::Decode(message.into()))?;
-    let Json(errors): Json<Vec<AttemptError>> = row.try_get("errors")?;
+    // The column's domain holds an array; an entry pgq did not write there (SQL written by
+    // hand) is left out rather than failing the job, and with it a page of a search.
+    let Json(errors): Json<Vec<serde_json::Value>> = row.try_get("errors")?;
+    let errors = errors
+        .into_iter()
+        .filter_map(|error| serde_json::from_value::<AttemptError>(error).ok())
+        .collect();
     Ok(Job {
         id: JobId::from(row.try_get::<i64, _>("id")?),
         task: row.try_get("task")?,

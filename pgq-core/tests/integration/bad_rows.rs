@@ -173,7 +173,7 @@ fn earliest() -> DateTime<Utc> {
 }
 
 #[tokio::test]
-async fn hand_written_times_and_worker_rows_read_without_crashing_or_hiding_the_rest() {
+async fn hand_written_times_errors_and_worker_rows_read_without_crashing_or_hiding_the_rest() {
     let db = TestDatabase::new().await;
     let client = db.client();
     let done = client.enqueue(RowJob { n: 1 }).await.unwrap().id();
@@ -184,7 +184,8 @@ async fn hand_written_times_and_worker_rows_read_without_crashing_or_hiding_the_
         "UPDATE pgq.jobs SET status = 'cancelled', phase = 2, created_at = '-infinity',
                 completed_at = 'infinity', cancel_requested_at = '290000-01-01'
          WHERE id = {done};
-         UPDATE pgq.jobs SET updated_at = 'infinity', created_at = '294000-01-01'
+         UPDATE pgq.jobs SET updated_at = 'infinity', created_at = '294000-01-01',
+                errors = '[1, {{\"attempt\": 1, \"error\": \"e\", \"at\": \"2026-01-01T00:00:00Z\"}}]'
          WHERE id = {waiting};
          UPDATE pgq.jobs SET status = 'cancelled', phase = 2, completed_at = '-infinity'
          WHERE id = {oldest};
@@ -213,6 +214,14 @@ async fn hand_written_times_and_worker_rows_read_without_crashing_or_hiding_the_
     assert_eq!(
         (job.created_at, job.updated_at),
         (DateTime::<Utc>::MAX_UTC, DateTime::<Utc>::MAX_UTC)
+    );
+    // An error entry pgq did not write is left out; the job and its other errors read.
+    assert_eq!(
+        job.errors
+            .iter()
+            .map(|e| e.error.as_str())
+            .collect::<Vec<_>>(),
+        ["e"]
     );
     let page = client.jobs(&JobFilter::new()).await.unwrap();
     assert_eq!(page.jobs.len(), 3);
