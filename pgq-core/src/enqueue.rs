@@ -300,6 +300,13 @@ pub(crate) fn prepare<T: Task>(task: &T, max_payload_bytes: usize) -> Result<Pre
             reason: "it holds a NUL character (\\u0000), which PostgreSQL cannot store",
         });
     }
+    if text::json_nests_deeper_than(&payload, limits::MAX_PAYLOAD_DEPTH) {
+        return Err(Error::InvalidPayload {
+            task: T::NAME,
+            reason: "it nests arrays and objects deeper than 127 levels, which a worker cannot \
+                     decode (limits::MAX_PAYLOAD_DEPTH)",
+        });
+    }
     if payload.len() > max_payload_bytes {
         return Err(Error::PayloadTooLarge {
             task: T::NAME,

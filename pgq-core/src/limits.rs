@@ -62,6 +62,15 @@ pub const MAX_QUEUE_LEN: usize = 64;
 /// ```
 pub const MAX_UNIQUE_KEY_BYTES: usize = 1024;
 
+/// The deepest a payload may nest arrays and objects: the most serde_json's decoder, which a
+/// worker reads payloads with, accepts. A deeper payload could never run, and is refused at
+/// enqueue with [`Error::InvalidPayload`](crate::Error::InvalidPayload).
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_PAYLOAD_DEPTH, 127);
+/// ```
+pub const MAX_PAYLOAD_DEPTH: usize = 127;
+
 /// The longest concurrency key pgq stores, in bytes: refused at enqueue, and by the schema
 /// (`pgq.concurrency_key`) from hand-written SQL.
 ///

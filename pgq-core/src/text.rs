@@ -50,9 +50,38 @@ pub(crate) fn json_has_nul(json: &str) -> bool {
     })
 }
 
+/// Whether serialized JSON nests arrays and objects deeper than `max` levels. Brackets inside
+/// strings are text: a scan of the bytes that tracks strings and their escapes.
+pub(crate) fn json_nests_deeper_than(json: &str, max: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &byte in json.as_bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{json_has_nul, storable};
+    use super::{json_has_nul, json_nests_deeper_than, storable};
 
     #[test]
     fn nul_characters_are_replaced() {
@@ -80,5 +109,24 @@ mod tests {
         let backslash = serde_json::to_string(&"a\\u0000b").unwrap();
         assert!(!json_has_nul(&backslash), "{backslash}");
         assert!(!json_has_nul(r#"{"u0000": 1}"#));
+    }
+
+    #[test]
+    fn nesting_counts_arrays_and_objects_outside_strings() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(!json_nests_deeper_than(&nested(3), 3));
+        assert!(json_nests_deeper_than(&nested(4), 3));
+        assert!(!json_nests_deeper_than(r#"{"a": "[[[[{{{{", "b": [1]}"#, 2));
+        assert!(!json_nests_deeper_than(r#"{"a": "\\\"[[[["}"#, 1));
+        assert!(json_nests_deeper_than(r#"{"a": {"b": [{}]}}"#, 3));
+    }
+
+    /// The limit pgq refuses payloads beyond is what the worker's decoder reads.
+    #[test]
+    fn the_payload_depth_limit_is_serde_jsons() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let max = crate::limits::MAX_PAYLOAD_DEPTH;
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(max)).is_ok());
+        assert!(serde_json::from_str::<serde_json::Value>(&nested(max + 1)).is_err());
     }
 }

@@ -254,6 +254,82 @@ async fn payloads_and_keys_the_database_cannot_store_are_refused_with_typed_erro
     );
 }
 
+/// A task that carries any JSON.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "nested")]
+struct Nested {
+    value: serde_json::Value,
+}
+
+#[async_trait]
+impl Handler for Nested {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// `levels` arrays, one inside the other.
+fn nested(levels: usize) -> serde_json::Value {
+    (0..levels).fold(serde_json::Value::Null, |inner, _| {
+        serde_json::json!([inner])
+    })
+}
+
+#[tokio::test]
+async fn a_payload_nested_deeper_than_a_worker_decodes_is_refused_and_one_at_the_limit_runs() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    // The task's own object is the first level.
+    let deepest = pgq_core::limits::MAX_PAYLOAD_DEPTH - 1;
+    for task in [
+        Nested {
+            value: nested(deepest + 1),
+        },
+        Nested { value: nested(500) },
+    ] {
+        let refused = client.enqueue(task).await;
+        assert!(
+            matches!(refused, Err(Error::InvalidPayload { task: "Nested", reason })
+                if reason.contains("127 levels")),
+            "{refused:?}"
+        );
+    }
+    let refused = client
+        .enqueue_many([
+            Nested { value: nested(1) },
+            Nested {
+                value: nested(deepest + 1),
+            },
+        ])
+        .await;
+    assert!(
+        matches!(refused, Err(Error::InvalidPayload { .. })),
+        "{refused:?}"
+    );
+    let id = client
+        .enqueue(Nested {
+            value: nested(deepest),
+        })
+        .await
+        .expect("at the limit")
+        .id();
+    let drained = Worker::builder(client)
+        .queue("nested", 1)
+        .build()
+        .unwrap()
+        .drain()
+        .await
+        .unwrap();
+    assert_eq!(
+        drained
+            .iter()
+            .map(|d| (d.id, d.outcome))
+            .collect::<Vec<_>>(),
+        [(id, JobOutcome::Completed)],
+        "nothing refused reached the table, and the job at the limit decodes"
+    );
+}
+
 #[tokio::test]
 async fn run_times_outside_the_years_1970_to_9999_are_refused() {
     let db = TestDatabase::new().await;
