@@ -256,6 +256,13 @@ impl Error {
         })
     }
 
+    /// Whether the connection the error came from is no use for the next statement: it did not
+    /// answer in time (its pool's check would wait as long), or it holds statements a migration
+    /// made stale. Such a connection is closed rather than given back to its pool.
+    pub(crate) fn spoils_connection(&self) -> bool {
+        matches!(self, Error::Unresponsive(_)) || self.is_stale_plan()
+    }
+
     pub(crate) fn invalid_queue(queue: &str, reason: &'static str) -> Self {
         Error::InvalidQueue {
             queue: queue.chars().take(80).collect(),

@@ -98,10 +98,10 @@ impl EnqueueConnection {
 }
 
 impl EnqueueConnection {
-    /// After a statement the database did not answer in time, closes the connection rather
-    /// than returning it to the pool, whose check of it would wait as long.
-    pub(crate) fn discard_if_unresponsive(&mut self, err: &Error) {
-        if !matches!(err, Error::Unresponsive(_)) {
+    /// After a statement the database did not answer in time, or one a migration made stale,
+    /// closes the connection rather than returning it to the pool ([`Error::spoils_connection`]).
+    pub(crate) fn discard_if_spoiled(&mut self, err: &Error) {
+        if !err.spoils_connection() {
             return;
         }
         let connection = match self {

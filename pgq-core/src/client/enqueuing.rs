@@ -65,7 +65,7 @@ impl Client {
                     Ok(enqueued)
                 }
                 Err(err) => {
-                    conn.discard_if_unresponsive(&err);
+                    conn.discard_if_spoiled(&err);
                     Err(err)
                 }
             }

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::attempt::AttemptState;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::job_id::JobId;
 use crate::store;
 use crate::store::tick::{ClaimedJob, Held, TickRequest, TickResult};
@@ -354,9 +354,10 @@ impl Dispatcher {
                     let result = tick.instrument(span).await;
                     match &result {
                         Ok(_) => (result, Some(connection)),
-                        // A connection that did not answer in time is closed; one whose
-                        // statement failed goes back to the pool, which checks it.
-                        Err(Error::Unresponsive(_)) => {
+                        // A connection that did not answer in time, or whose prepared tick a
+                        // migration made stale, is closed; one whose statement failed otherwise
+                        // goes back to the pool, which checks it.
+                        Err(err) if err.spoils_connection() => {
                             connection.close_on_drop();
                             (result, None)
                         }

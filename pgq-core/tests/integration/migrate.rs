@@ -548,3 +548,38 @@ async fn an_upgrade_makes_an_over_long_key_claimable_and_running_processes_read_
     );
     one_connection.close().await;
 }
+
+/// A worker and a client keep working when a migration changes the type of a column their
+/// prepared statements return, as a newer release's migration may while they run: each
+/// connection that prepared them before is refused them once, and prepares them again.
+#[tokio::test]
+async fn a_worker_and_a_client_run_on_through_a_migration_that_changes_what_they_read() {
+    use pgq_core::JobOutcome;
+
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let worker = Worker::builder(client.clone())
+        .queue("unmigrated", 2)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let before = client.enqueue(BeforeMigrate).await.unwrap().id();
+    support::finished(&mut events, before).await;
+    assert!(client.job(before).await.unwrap().is_some());
+
+    sqlx::raw_sql("ALTER TABLE pgq.jobs ALTER COLUMN task TYPE text")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let after = client.enqueue(BeforeMigrate).await.unwrap().id();
+    assert_eq!(
+        support::finished(&mut events, after).await.0,
+        JobOutcome::Completed
+    );
+    assert_eq!(
+        client.job(after).await.unwrap().unwrap().task,
+        "BeforeMigrate"
+    );
+    handle.shutdown().await.unwrap();
+}
