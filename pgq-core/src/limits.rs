@@ -173,6 +173,42 @@ pub const WATCH_POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// ```
 pub const DRAIN_LIMIT: usize = 10_000;
 
+/// The most handlers of one queue a worker runs at once (`WorkerBuilder::queue`).
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_QUEUE_CONCURRENCY, 100_000);
+/// ```
+pub const MAX_QUEUE_CONCURRENCY: usize = 100_000;
+
+/// The most jobs one claim of a worker takes (`WorkerBuilder::batch_size`).
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_BATCH_SIZE, 100_000);
+/// ```
+pub const MAX_BATCH_SIZE: usize = 100_000;
+
+/// The shortest poll, heartbeat and rescue interval a worker may set: shorter would keep the
+/// database busy answering it.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MIN_WORKER_INTERVAL, std::time::Duration::from_millis(10));
+/// ```
+pub const MIN_WORKER_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The longest poll, heartbeat and rescue interval a worker may set.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_WORKER_INTERVAL, std::time::Duration::from_secs(24 * 3600));
+/// ```
+pub const MAX_WORKER_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+
+/// The most dispatch connections per queue, and upkeep connections, a worker may keep.
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_WORKER_CONNECTIONS, 64);
+/// ```
+pub const MAX_WORKER_CONNECTIONS: u32 = 64;
+
 /// The shortest lease a task or worker may set.
 ///
 /// ```

@@ -73,10 +73,14 @@ impl Drop for DeferredGuard {
     }
 }
 
+/// The longest window: a day is as good as forever to a worker that polls, and the time its
+/// trailing notification is due stays one a timer can hold.
+const LONGEST_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
 impl Wakeups {
     pub(crate) fn new(window: Duration) -> Self {
         Self {
-            window,
+            window: window.min(LONGEST_WINDOW),
             queues: Mutex::new(HashMap::new()),
             settled: Notify::new(),
         }

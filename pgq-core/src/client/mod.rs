@@ -135,7 +135,8 @@ impl Client {
     /// [`STATEMENT_TIMEOUT`](crate::defaults::STATEMENT_TIMEOUT), 10 s) before it closes that
     /// connection and returns [`Error::Unresponsive`](crate::Error::Unresponsive): a network
     /// that went silent is noticed within this long. pgq's statements are short; your own
-    /// queries, and enqueues inside your transactions, are not bounded by it.
+    /// queries, and enqueues inside your transactions, are not bounded by it. `Duration::ZERO`
+    /// means no limit, as PostgreSQL's `statement_timeout = 0` does.
     ///
     /// ```no_run
     /// # async fn example(pool: sqlx::PgPool) {
@@ -232,7 +233,7 @@ impl Client {
     /// Enqueues to one queue within `window` share one notification to idle workers (default
     /// [`WAKEUP_WINDOW`](crate::defaults::WAKEUP_WINDOW), 2 ms): a wider window sends fewer
     /// NOTIFYs under bursts, at up to that much more wake-up latency for the jobs after the
-    /// first.
+    /// first. A window longer than a day counts as a day: workers poll meanwhile.
     ///
     /// ```no_run
     /// # async fn example(pool: sqlx::PgPool) {

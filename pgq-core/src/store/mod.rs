@@ -191,7 +191,13 @@ impl Store {
     }
 
     /// The same store with another time limit.
+    /// Zero: no limit, as PostgreSQL's `statement_timeout = 0`.
     pub(crate) fn with_timeout(self, timeout: Duration) -> Self {
+        let timeout = if timeout.is_zero() {
+            Duration::MAX
+        } else {
+            timeout
+        };
         Self { timeout, ..self }
     }
 

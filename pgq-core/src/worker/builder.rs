@@ -119,7 +119,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// How often this process looks for jobs whose lease expired (default 15 s).
+    /// How often this process looks for jobs whose lease expired (default 15 s), within
+    /// [`limits::MIN_WORKER_INTERVAL`] and [`limits::MAX_WORKER_INTERVAL`].
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -135,8 +136,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// How often this worker heartbeats its registration in `pgq.workers` (default 5 s), with
-    /// how many jobs it holds. [`Client::workers`](crate::Client::workers) lists the workers
+    /// How often this worker heartbeats its registration in `pgq.workers` (default 5 s, at most
+    /// [`limits::MAX_WORKER_INTERVAL`]), with how many jobs it holds. [`Client::workers`](crate::Client::workers) lists the workers
     /// that heartbeat; a worker that misses four heartbeats in a row (a crash, a lost host, a
     /// network cut longer than that) counts as dead, and the next rescuer of any other worker
     /// takes its jobs back at once instead of waiting for their leases. A clean shutdown
@@ -205,7 +206,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// Serves `queue`, running up to `concurrency` of its jobs at once.
+    /// Serves `queue`, running up to `concurrency` of its jobs at once (1 to
+    /// [`limits::MAX_QUEUE_CONCURRENCY`]).
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
@@ -220,7 +222,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long to wait between claims when no notification arrives (default 1 s).
+    /// How long to wait between claims when no notification arrives (default 1 s), within
+    /// [`limits::MIN_WORKER_INTERVAL`] and [`limits::MAX_WORKER_INTERVAL`].
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -236,7 +239,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// How many jobs one claim takes at most (default [`defaults::BATCH_SIZE`]). A claim asks for
+    /// How many jobs one claim takes at most (default [`defaults::BATCH_SIZE`], at most
+    /// [`limits::MAX_BATCH_SIZE`]). A claim asks for
     /// the free slots plus what a round trip uses up, so only queues of quick jobs reach it. A
     /// worker holds at most this many claimed jobs beyond those running, or twice as many when
     /// more jobs return per round trip than the queue has slots (a second claim in flight).
@@ -327,7 +331,8 @@ impl WorkerBuilder {
     }
 
     /// Connections each queue's dispatcher keeps (default
-    /// [`DISPATCH_CONNECTIONS`](crate::defaults::DISPATCH_CONNECTIONS), 3): one per claim
+    /// [`DISPATCH_CONNECTIONS`](crate::defaults::DISPATCH_CONNECTIONS), 3, at most
+    /// [`limits::MAX_WORKER_CONNECTIONS`]): one per claim
     /// statement it may have in flight, so fewer claim less at once. Part of the worker's
     /// connection budget (see the README's *Deploying*).
     ///
@@ -347,7 +352,8 @@ impl WorkerBuilder {
     }
 
     /// Connections the worker keeps for lease renewal, rescue, cleaning and releases (default
-    /// [`UPKEEP_CONNECTIONS`](crate::defaults::UPKEEP_CONNECTIONS), 2), apart from the client's
+    /// [`UPKEEP_CONNECTIONS`](crate::defaults::UPKEEP_CONNECTIONS), 2, at most
+    /// [`limits::MAX_WORKER_CONNECTIONS`]), apart from the client's
     /// pool so that handlers holding all of its connections cannot starve them.
     ///
     /// ```no_run
@@ -381,9 +387,10 @@ impl WorkerBuilder {
         let mut queues = BTreeMap::new();
         for (name, concurrency) in std::mem::take(&mut self.queues) {
             queue::validate(&name)?;
-            if concurrency == 0 {
+            if !(1..=limits::MAX_QUEUE_CONCURRENCY).contains(&concurrency) {
                 return Err(Error::InvalidWorker(format!(
-                    "queue {name:?} has concurrency 0"
+                    "queue {name:?} has concurrency {concurrency}, outside 1..={}",
+                    limits::MAX_QUEUE_CONCURRENCY
                 )));
             }
             if queues.insert(name.clone(), concurrency).is_some() {
@@ -392,21 +399,40 @@ impl WorkerBuilder {
                 )));
             }
         }
-        if self.dispatch_connections == 0 || self.upkeep_connections == 0 {
-            return Err(Error::InvalidWorker(
-                "a worker needs at least one dispatch and one upkeep connection".into(),
-            ));
+        let connections = 1..=limits::MAX_WORKER_CONNECTIONS;
+        if !connections.contains(&self.dispatch_connections)
+            || !connections.contains(&self.upkeep_connections)
+        {
+            return Err(Error::InvalidWorker(format!(
+                "{} dispatch and {} upkeep connections: each must be within 1..={}",
+                self.dispatch_connections,
+                self.upkeep_connections,
+                limits::MAX_WORKER_CONNECTIONS
+            )));
         }
-        if self.batch_size == 0 {
-            return Err(Error::InvalidWorker("batch size 0".into()));
+        if !(1..=limits::MAX_BATCH_SIZE).contains(&self.batch_size) {
+            return Err(Error::InvalidWorker(format!(
+                "batch size {} is outside 1..={}",
+                self.batch_size,
+                limits::MAX_BATCH_SIZE
+            )));
         }
         let poll_interval = self.poll_interval.unwrap_or(if self.client.is_pooled() {
             defaults::POOLED_POLL_INTERVAL
         } else {
             defaults::POLL_INTERVAL
         });
-        if poll_interval.is_zero() {
-            return Err(Error::InvalidWorker("poll interval 0".into()));
+        let intervals = limits::MIN_WORKER_INTERVAL..=limits::MAX_WORKER_INTERVAL;
+        for (what, interval) in [
+            ("poll", poll_interval),
+            ("heartbeat", self.heartbeat_interval),
+            ("rescue", self.rescue_interval),
+        ] {
+            if !intervals.contains(&interval) {
+                return Err(Error::InvalidWorker(format!(
+                    "{what} interval {interval:?} is outside 10 ms..=24 h"
+                )));
+            }
         }
         if self.lease < limits::MIN_LEASE || self.lease > limits::MAX_LEASE {
             return Err(Error::InvalidWorker(format!(

@@ -411,3 +411,21 @@ async fn a_delay_inside_a_long_transaction_counts_from_the_statement() {
         "due {after_begin:?} after the transaction began: the delay counted from its start"
     );
 }
+
+#[tokio::test]
+async fn a_zero_statement_timeout_means_none_and_a_wakeup_window_of_any_length_enqueues() {
+    let db = TestDatabase::new().await;
+    // Before, a zero limit failed calls at random with `Unresponsive(0ns)`.
+    let unbounded = db.client().with_statement_timeout(Duration::ZERO);
+    for order_id in 0..3 {
+        unbounded.enqueue(receipt(order_id)).await.unwrap();
+    }
+    assert_eq!(unbounded.stats().await.unwrap()[0].due, 3);
+    // Before, the enqueue that deferred its notification to the window's end panicked: the end
+    // of a window of `Duration::MAX` is no time a clock holds.
+    let quiet = db.client().with_wakeup_window(Duration::MAX);
+    for order_id in 3..6 {
+        quiet.enqueue(receipt(order_id)).await.unwrap();
+    }
+    assert_eq!(quiet.stats().await.unwrap()[0].due, 6);
+}

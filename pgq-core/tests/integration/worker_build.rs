@@ -94,7 +94,66 @@ async fn bad_configurations_are_refused() {
     );
     assert_eq!(
         reason(Worker::builder(client.clone()).queue("email", 0).build()),
-        r#"queue "email" has concurrency 0"#
+        r#"queue "email" has concurrency 0, outside 1..=100000"#
+    );
+    // Each of these panicked or aborted the process once the worker started: a semaphore with
+    // too many permits, a timer or a product of durations overflowing, or 200 GB allocated
+    // for the ticks in flight.
+    assert_eq!(
+        reason(
+            Worker::builder(client.clone())
+                .queue("email", usize::MAX)
+                .build()
+        ),
+        format!(
+            r#"queue "email" has concurrency {}, outside 1..=100000"#,
+            usize::MAX
+        )
+    );
+    for (what, builder) in [
+        (
+            "poll",
+            Worker::builder(client.clone()).poll_interval(Duration::MAX),
+        ),
+        (
+            "poll",
+            Worker::builder(client.clone()).poll_interval(Duration::from_nanos(1)),
+        ),
+        (
+            "heartbeat",
+            Worker::builder(client.clone()).heartbeat_interval(Duration::MAX),
+        ),
+        (
+            "rescue",
+            Worker::builder(client.clone()).rescue_interval(Duration::ZERO),
+        ),
+        (
+            "rescue",
+            Worker::builder(client.clone()).rescue_interval(Duration::from_secs(25 * 3600)),
+        ),
+    ] {
+        let reason = reason(builder.queue("email", 1).build());
+        assert!(
+            reason.starts_with(&format!("{what} interval "))
+                && reason.ends_with("is outside 10 ms..=24 h"),
+            "{reason}"
+        );
+    }
+    for builder in [
+        Worker::builder(client.clone()).dispatch_connections(u32::MAX),
+        Worker::builder(client.clone()).upkeep_connections(0),
+    ] {
+        let reason = reason(builder.queue("email", 1).build());
+        assert!(reason.ends_with("each must be within 1..=64"), "{reason}");
+    }
+    assert_eq!(
+        reason(
+            Worker::builder(client.clone())
+                .queue("email", 1)
+                .batch_size(usize::MAX)
+                .build()
+        ),
+        format!("batch size {} is outside 1..=100000", usize::MAX)
     );
     assert_eq!(
         reason(
@@ -112,7 +171,7 @@ async fn bad_configurations_are_refused() {
                 .batch_size(0)
                 .build()
         ),
-        "batch size 0"
+        "batch size 0 is outside 1..=100000"
     );
     assert_eq!(
         reason(
@@ -121,7 +180,7 @@ async fn bad_configurations_are_refused() {
                 .poll_interval(Duration::ZERO)
                 .build()
         ),
-        "poll interval 0"
+        "poll interval 0ns is outside 10 ms..=24 h"
     );
     for lease in [Duration::from_millis(500), Duration::from_secs(25 * 3600)] {
         let reason = reason(
@@ -137,7 +196,23 @@ async fn bad_configurations_are_refused() {
         .build()
         .unwrap_err();
     assert!(matches!(err, Error::InvalidQueue { .. }), "{err}");
-    assert!(Worker::builder(client).queue("email", 1).build().is_ok());
+    assert!(
+        Worker::builder(client.clone())
+            .queue("email", 1)
+            .build()
+            .is_ok()
+    );
+    // The bounds themselves are allowed.
+    assert!(
+        Worker::builder(client)
+            .queue("email", pgq_core::limits::MAX_QUEUE_CONCURRENCY)
+            .batch_size(pgq_core::limits::MAX_BATCH_SIZE)
+            .poll_interval(pgq_core::limits::MAX_WORKER_INTERVAL)
+            .rescue_interval(pgq_core::limits::MIN_WORKER_INTERVAL)
+            .dispatch_connections(pgq_core::limits::MAX_WORKER_CONNECTIONS)
+            .build()
+            .is_ok()
+    );
 }
 
 #[tokio::test]
