@@ -187,13 +187,13 @@ pub const MAX_QUEUE_CONCURRENCY: usize = 100_000;
 /// ```
 pub const MAX_BATCH_SIZE: usize = 100_000;
 
-/// The shortest poll, heartbeat and rescue interval a worker may set: shorter would keep the
-/// database busy answering it.
+/// The shortest poll, heartbeat and rescue interval a worker may set: at zero it would query
+/// the database without pause.
 ///
 /// ```
-/// assert_eq!(pgq_core::limits::MIN_WORKER_INTERVAL, std::time::Duration::from_millis(10));
+/// assert_eq!(pgq_core::limits::MIN_WORKER_INTERVAL, std::time::Duration::from_millis(1));
 /// ```
-pub const MIN_WORKER_INTERVAL: Duration = Duration::from_millis(10);
+pub const MIN_WORKER_INTERVAL: Duration = Duration::from_millis(1);
 
 /// The longest poll, heartbeat and rescue interval a worker may set.
 ///

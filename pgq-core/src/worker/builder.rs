@@ -430,7 +430,7 @@ impl WorkerBuilder {
         ] {
             if !intervals.contains(&interval) {
                 return Err(Error::InvalidWorker(format!(
-                    "{what} interval {interval:?} is outside 10 ms..=24 h"
+                    "{what} interval {interval:?} is outside 1 ms..=24 h"
                 )));
             }
         }
