@@ -41,6 +41,7 @@ mod text;
 mod trace_context;
 mod wakeup;
 mod watch;
+mod watchers;
 mod worker;
 
 pub use admin::action::{ActionReport, SkipReason};

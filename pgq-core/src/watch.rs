@@ -1,19 +1,23 @@
 //! [`JobWatch`]: following one job's progress live, fed by NOTIFY with polling as a backstop.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgListener;
 
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::job_id::JobId;
 use crate::limits;
 use crate::store;
-use crate::store::Channel;
 use crate::store::Store;
 use crate::store::run;
+use crate::watchers::{Changes, Watchers};
 
 /// A live view of one job, from [`Client::watch`](crate::Client::watch): each call to
-/// [`next`](Self::next) returns the job as soon as it changed, until it has finished.
+/// [`next`](Self::next) returns the job as soon as it changed, until it has finished. All the
+/// watches of a client (and its clones) share one listening connection of its pool, held while
+/// any of them lives; each also reads its job every half second, should a notification be
+/// lost.
 ///
 /// ```no_run
 /// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {
@@ -27,27 +31,27 @@ use crate::store::run;
 pub struct JobWatch {
     store: Store,
     id: JobId,
-    /// `None` behind a transaction pooler: the watch polls.
-    listener: Option<PgListener>,
+    /// What the client's shared listener hears; `None` behind a transaction pooler: the watch
+    /// polls.
+    changes: Option<Changes>,
     last_seen: Option<DateTime<Utc>>,
     finished: bool,
 }
 
 impl JobWatch {
-    pub(crate) async fn start(store: Store, id: JobId, listen: bool) -> Result<Self> {
-        let listener = if listen {
-            let mut listener = store
-                .bound(async { Ok(PgListener::connect_with(store.pool()).await?) })
-                .await?;
-            listener.listen(&store.channel(Channel::Progress)).await?;
-            Some(listener)
-        } else {
-            None
+    pub(crate) async fn start(
+        store: Store,
+        id: JobId,
+        watchers: Option<&Arc<Watchers>>,
+    ) -> Result<Self> {
+        let changes = match watchers {
+            Some(watchers) => Some(watchers.subscribe(&store).await?),
+            None => None,
         };
         Ok(Self {
             store,
             id,
-            listener,
+            changes,
             last_seen: None,
             finished: false,
         })
@@ -84,18 +88,11 @@ impl JobWatch {
                 return Ok(Some(job));
             }
             let id = self.id.to_string();
-            let listener = &mut self.listener;
+            let changes = &mut self.changes;
             let notified = async {
-                let Some(listener) = listener else {
-                    return std::future::pending().await;
-                };
-                loop {
-                    match listener.recv().await {
-                        Ok(n) if n.payload() == id => return,
-                        Ok(_) => {}
-                        // The listener reconnects on the next call; poll meanwhile.
-                        Err(_) => return,
-                    }
+                match changes {
+                    Some(changes) => changes.changed(&id).await,
+                    None => std::future::pending().await,
                 }
             };
             let _ = tokio::time::timeout(limits::WATCH_POLL_INTERVAL, notified).await;

@@ -14,13 +14,14 @@ pub(crate) struct Dashboard {
     pub(crate) client: Client,
     pub(crate) config: Arc<DashboardConfig>,
     pub(crate) secret: Secret,
-    /// Permits for the job pages' live streams, each of which holds a pool connection.
+    /// Permits for the job pages' live streams.
     pub(crate) live_streams: Arc<Semaphore>,
 }
 
-/// How many job pages at once follow their job live: each holds one of the pool's connections
-/// while it is open; pages beyond this many show the job as it was when loaded.
-pub(crate) const MAX_LIVE_STREAMS: usize = 4;
+/// How many job pages at once follow their job live. They share the client's one listening
+/// connection, and each reads its job at each change and every half second; pages beyond this
+/// many show the job as it was when loaded.
+pub(crate) const MAX_LIVE_STREAMS: usize = 64;
 
 impl Dashboard {
     pub(crate) fn new(client: Client, config: DashboardConfig) -> Self {

@@ -26,6 +26,7 @@ use crate::store::Store;
 use crate::store::run;
 use crate::wakeup::Wakeups;
 use crate::watch::JobWatch;
+use crate::watchers::Watchers;
 
 /// pgq's handle on a database: enqueues tasks and reads jobs. Cheap to clone.
 ///
@@ -53,6 +54,8 @@ pub struct Client {
     kept: Arc<KeptConnection>,
     /// Manual (jobs wait for workers) unless a test made it inline.
     inline: InlineMode<Client>,
+    /// The listener every [`JobWatch`] of this client and its clones shares.
+    watchers: Arc<Watchers>,
 }
 
 impl Client {
@@ -113,6 +116,7 @@ impl Client {
             wakeups: Arc::default(),
             kept: Arc::default(),
             inline: InlineMode::default(),
+            watchers: Arc::default(),
         }
     }
 
@@ -165,6 +169,8 @@ impl Client {
     /// ```
     pub fn with_schema(mut self, schema: &str) -> Result<Self> {
         self.store = self.store.clone().with_schema(Schema::new(schema)?);
+        // Another schema's watches listen on another channel.
+        self.watchers = Arc::default();
         Ok(self)
     }
 
@@ -325,7 +331,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn watch(&self, id: JobId) -> Result<JobWatch> {
-        JobWatch::start(self.store.clone(), id, !self.pooled).await
+        let watchers = (!self.pooled).then_some(&self.watchers);
+        JobWatch::start(self.store.clone(), id, watchers).await
     }
 
     /// Cancels a job: a pending one at once; a claimed or running one by firing its handler's

@@ -151,3 +151,47 @@ async fn a_watcher_follows_a_job_to_its_end() {
         ]
     );
 }
+
+/// Watches share one listener: twenty of them on a pool of three connections leave the pool to
+/// enqueues, each still reads its job's changes, and the listener's connection goes back to the
+/// pool with the last watch.
+#[tokio::test]
+async fn twenty_watches_share_one_connection_of_a_pool_of_three() {
+    let db = TestDatabase::new().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(3)
+        .test_before_acquire(false)
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let client = pgq_core::Client::new(pool.clone());
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(client.enqueue(Stepwise).await.unwrap().id());
+    }
+    // Before, each watch held a connection of its own: the fourth waited for one, and so did
+    // every enqueue.
+    let mut watches = Vec::new();
+    for &id in &ids {
+        let mut watch = tokio::time::timeout(Duration::from_secs(5), client.watch(id))
+            .await
+            .expect("a watch does not wait for a connection")
+            .unwrap();
+        assert_eq!(watch.next().await.unwrap().map(|job| job.id), Some(id));
+        watches.push(watch);
+    }
+    tokio::time::timeout(Duration::from_secs(5), client.enqueue(Stepwise))
+        .await
+        .expect("the watches leave the pool to enqueues")
+        .unwrap();
+    sqlx::query("UPDATE pgq.jobs SET priority = 7, updated_at = now() WHERE id = $1")
+        .bind(ids[19].get())
+        .execute(&pool)
+        .await
+        .unwrap();
+    let changed = watches[19].next().await.unwrap().expect("the job changed");
+    assert_eq!(changed.priority, 7);
+
+    drop(watches);
+    support::eventually(|| async { (pool.num_idle() == pool.size() as usize).then_some(()) }).await;
+}
