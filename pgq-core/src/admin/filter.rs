@@ -9,6 +9,7 @@ use crate::admin::cursor::JobCursor;
 use crate::error::{Error, Result};
 use crate::job::JobStatus;
 use crate::job_id::JobId;
+use crate::store::moment;
 use crate::{limits, queue};
 
 /// The order in which [`Client::jobs`](crate::Client::jobs) returns jobs.
@@ -40,20 +41,23 @@ pub(crate) struct TimeRange {
 
 impl TimeRange {
     /// The range as `[from, until)`: PostgreSQL keeps microseconds, so an inclusive end (or an
-    /// exclusive start) moves by one.
+    /// exclusive start) moves by one. A time before PostgreSQL's earliest counts as that, and
+    /// an inclusive end at chrono's latest as no end, so that any range chrono holds binds.
     fn new(range: impl RangeBounds<DateTime<Utc>>) -> Self {
         let tick = TimeDelta::microseconds(1);
+        let from = match range.start_bound() {
+            Bound::Included(t) => Some(*t),
+            Bound::Excluded(t) => Some(t.checked_add_signed(tick).unwrap_or(*t)),
+            Bound::Unbounded => None,
+        };
+        let until = match range.end_bound() {
+            Bound::Included(t) => t.checked_add_signed(tick),
+            Bound::Excluded(t) => Some(*t),
+            Bound::Unbounded => None,
+        };
         Self {
-            from: match range.start_bound() {
-                Bound::Included(t) => Some(*t),
-                Bound::Excluded(t) => Some(*t + tick),
-                Bound::Unbounded => None,
-            },
-            until: match range.end_bound() {
-                Bound::Included(t) => Some(*t + tick),
-                Bound::Excluded(t) => Some(*t),
-                Bound::Unbounded => None,
-            },
+            from: from.map(moment::storable),
+            until: until.map(moment::storable),
         }
     }
 

@@ -31,6 +31,12 @@ impl Moment {
     }
 }
 
+/// `t`, or PostgreSQL's earliest time if `t` is before it: a time PostgreSQL takes as a
+/// parameter (chrono's reach before 4714 BC, PostgreSQL's goes past chrono's latest).
+pub(crate) fn storable(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.max(Moment::from_postgres_micros(i64::MIN).0)
+}
+
 impl From<Moment> for DateTime<Utc> {
     fn from(moment: Moment) -> Self {
         moment.0

@@ -363,3 +363,35 @@ async fn a_bad_filter_is_refused_before_the_database() {
         );
     }
 }
+
+/// Any range chrono holds searches: before, a start before 4714 BC (PostgreSQL's earliest)
+/// failed with "timestamp out of range", and an inclusive end at chrono's latest panicked.
+#[tokio::test]
+async fn time_ranges_reaching_chronos_bounds_search() {
+    use chrono::DateTime;
+    use std::ops::Bound;
+
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.enqueue(Findable { n: 1 }).await.unwrap();
+    let (earliest, latest) = (DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC);
+    for (found, filter) in [
+        (1, JobFilter::new().created(earliest..)),
+        (1, JobFilter::new().created(..=latest)),
+        (1, JobFilter::new().run_at(earliest..=latest)),
+        (0, JobFilter::new().finished(earliest..latest)),
+        (0, JobFilter::new().created(..earliest)),
+        (
+            0,
+            JobFilter::new().created((Bound::Excluded(latest), Bound::Unbounded)),
+        ),
+    ] {
+        let page = client.jobs(&filter).await.unwrap();
+        assert_eq!(page.jobs.len(), found, "{filter:?}");
+        assert_eq!(
+            client.count_jobs(&filter).await.unwrap().count,
+            found as u64,
+            "{filter:?}"
+        );
+    }
+}
