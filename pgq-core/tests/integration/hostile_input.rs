@@ -313,13 +313,7 @@ async fn a_payload_nested_deeper_than_a_worker_decodes_is_refused_and_one_at_the
         .await
         .expect("at the limit")
         .id();
-    let drained = Worker::builder(client)
-        .queue("nested", 1)
-        .build()
-        .unwrap()
-        .drain()
-        .await
-        .unwrap();
+    let drained = pgq_testkit::drain(&client, "nested").await;
     assert_eq!(
         drained
             .iter()

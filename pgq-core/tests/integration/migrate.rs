@@ -532,13 +532,7 @@ async fn an_upgrade_makes_an_over_long_key_claimable_and_running_processes_read_
         .await
         .unwrap();
     assert!(key.starts_with("md5:") && key.len() == 36, "{key}");
-    let drained = Worker::builder(db.client())
-        .queue("upgraded", 1)
-        .build()
-        .unwrap()
-        .drain()
-        .await
-        .unwrap();
+    let drained = pgq_testkit::drain(&db.client(), "upgraded").await;
     assert_eq!(
         drained
             .iter()
