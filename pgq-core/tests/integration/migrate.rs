@@ -37,11 +37,7 @@ async fn migrating_twice_changes_nothing() {
 
 #[tokio::test]
 async fn concurrent_migrations_from_separate_pools_both_succeed() {
-    let db = TestDatabase::new().await;
-    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
-        .execute(db.pool())
-        .await
-        .unwrap();
+    let db = unmigrated_database().await;
     let mut runs = Vec::new();
     for _ in 0..4 {
         let pool = sqlx::PgPool::connect_with(db.connect_options())
@@ -222,11 +218,7 @@ async fn column_bounds_are_enforced_on_insert_and_on_update() {
 /// A database migrated before 0004, with jobs in every phase, upgrades in place.
 #[tokio::test]
 async fn jobs_keep_their_phase_through_the_upgrade_to_typed_columns() {
-    let db = TestDatabase::new().await;
-    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
-        .execute(db.pool())
-        .await
-        .unwrap();
+    let db = unmigrated_database().await;
     let earlier = [
         (
             1,
@@ -299,6 +291,16 @@ async fn jobs_keep_their_phase_through_the_upgrade_to_typed_columns() {
     assert!(refused.is_err(), "a completed job moved back to pending");
 }
 
+/// A test database without pgq's schema, as a database is before its first migration.
+async fn unmigrated_database() -> TestDatabase {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    db
+}
+
 /// Applies pgq's scripts as a migration tool does: each in a transaction of its own, on a
 /// connection that keeps the tool's search path.
 async fn apply_scripts(db: &TestDatabase, scripts: Vec<pgq_core::Migration>) {
@@ -327,11 +329,7 @@ async fn a_schema_applied_by_another_tool_from_pgqs_scripts_is_recognised() {
         }
     }
 
-    let db = TestDatabase::new().await;
-    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
-        .execute(db.pool())
-        .await
-        .unwrap();
+    let db = unmigrated_database().await;
     let client = Client::new(db.pool().clone())
         .with_schema("vendored_jobs")
         .unwrap();
@@ -406,11 +404,7 @@ async fn a_schema_applied_by_another_tool_from_pgqs_scripts_is_recognised() {
 
 #[tokio::test]
 async fn without_pgqs_schema_calls_fail_with_schema_missing_and_a_worker_waits_for_it() {
-    let db = TestDatabase::new().await;
-    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
-        .execute(db.pool())
-        .await
-        .unwrap();
+    let db = unmigrated_database().await;
     let client = db.client();
     let err = client.enqueue(BeforeMigrate).await.unwrap_err();
     assert!(
@@ -500,11 +494,7 @@ async fn an_upgrade_makes_an_over_long_key_claimable_and_running_processes_read_
         }
     }
 
-    let db = TestDatabase::new().await;
-    sqlx::raw_sql("DROP SCHEMA pgq CASCADE")
-        .execute(db.pool())
-        .await
-        .unwrap();
+    let db = unmigrated_database().await;
     apply_scripts(&db, pgq_core::migrations().into_iter().take(11).collect()).await;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO pgq.jobs (task, queue, payload, concurrency_key, concurrency_limit)
