@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sqlx::PgConnection;
-use tokio::sync::watch;
 
 use crate::attempt_trace::AttemptTrace;
 use crate::client::Client;
@@ -17,12 +16,13 @@ use crate::limits;
 use crate::store;
 use crate::store::attempt::Fence;
 use crate::text;
+use crate::watched::Watched;
 
 /// Where an attempt's reports go.
 #[derive(Debug)]
 pub(crate) enum Backend {
     /// A worker runs the attempt: writes go to the job row, fenced.
-    Database { client: Client, worker_id: String },
+    Database { client: Client, worker_id: Arc<str> },
     /// A handler unit test: everything is kept in memory for the test to read.
     Recording(Mutex<Recording>),
 }
@@ -56,13 +56,13 @@ pub(crate) struct AttemptState {
     pub(crate) backend: Backend,
     /// The span the handler runs in, and what the attempt's log line and metrics need.
     pub(crate) trace: AttemptTrace,
-    /// Fires when the job is cancelled or the lease is lost: stop, the result will not count.
-    stop: watch::Sender<bool>,
+    /// Set (1) when the job is cancelled or the lease is lost: stop, the result will not count.
+    stop: Watched,
     /// Whether the job's start has been written. A worker starts the handler of a job claimed
     /// ahead as soon as a slot is free, and writes `running` with its next statement; writes
     /// that need the job running (progress, the outcome) wait for this first. A plain success
-    /// whose start was not sent yet is written with its start instead.
-    start: watch::Sender<Start>,
+    /// whose start was not sent yet is written with its start instead. A [`Start`].
+    start: Watched,
     cancel_requested: AtomicBool,
     lease_lost: AtomicBool,
     completed_in_tx: AtomicBool,
@@ -74,6 +74,7 @@ pub(crate) struct AttemptState {
 
 /// Where an attempt's start (its `running` write) stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum Start {
     /// Not sent yet; the handler may already be running, or have returned.
     Unsent,
@@ -83,6 +84,21 @@ pub(crate) enum Start {
     Confirmed,
     /// The fence did not hold (the job was rescued or released meanwhile): the attempt is void.
     Refused,
+}
+
+impl Start {
+    fn from_u8(value: u8) -> Self {
+        match value {
+            0 => Start::Unsent,
+            1 => Start::Sent,
+            2 => Start::Confirmed,
+            _ => Start::Refused,
+        }
+    }
+
+    fn decided(value: u8) -> bool {
+        matches!(Start::from_u8(value), Start::Confirmed | Start::Refused)
+    }
 }
 
 impl AttemptState {
@@ -113,8 +129,8 @@ impl AttemptState {
             attempt,
             backend,
             trace,
-            stop: watch::channel(false).0,
-            start: watch::channel(start).0,
+            stop: Watched::new(0),
+            start: Watched::new(start as u8),
             cancel_requested: AtomicBool::new(false),
             lease_lost: AtomicBool::new(false),
             completed_in_tx: AtomicBool::new(false),
@@ -134,31 +150,27 @@ impl AttemptState {
         }
     }
 
-    /// The start goes out with a statement now.
+    /// The start goes out with a statement now. Nobody waits for this step, only for the
+    /// decision.
     pub(crate) fn start_sent(&self) {
-        self.start.send_if_modified(|start| {
-            let unsent = *start == Start::Unsent;
-            if unsent {
-                *start = Start::Sent;
-            }
-            unsent
-        });
+        self.start
+            .advance_quietly(Start::Unsent as u8, Start::Sent as u8);
     }
 
     /// Records whether the start (alone, or with the completion) held; a refused start stops
     /// the handler.
     pub(crate) fn confirm_start(&self, held: bool) {
         if held {
-            self.start.send_replace(Start::Confirmed);
+            self.start.set(Start::Confirmed as u8);
         } else {
-            self.start.send_replace(Start::Refused);
+            self.start.set(Start::Refused as u8);
             self.lose_lease();
         }
     }
 
     /// Where the `running` write stands now.
     pub(crate) fn start_status(&self) -> Start {
-        *self.start.borrow()
+        Start::from_u8(self.start.get())
     }
 
     /// Whether progress was reported that is not written yet.
@@ -168,23 +180,20 @@ impl AttemptState {
 
     /// Waits for the `running` write; true when the job runs under this attempt.
     pub(crate) async fn started(&self) -> bool {
-        let mut start = self.start.subscribe();
-        let decided = start
-            .wait_for(|s| matches!(s, Start::Confirmed | Start::Refused))
-            .await;
-        matches!(decided.as_deref(), Ok(Start::Confirmed))
+        let decided = self.start.wait_for(Start::decided).await;
+        Start::from_u8(decided) == Start::Confirmed
     }
 
     pub(crate) fn request_cancel(&self) {
         self.cancel_requested.store(true, Ordering::SeqCst);
-        self.stop.send_replace(true);
+        self.stop.set(1);
     }
 
     pub(crate) fn lose_lease(&self) {
         if !self.lease_lost.swap(true, Ordering::SeqCst) {
             tracing::warn!(job = %self.id, attempt = self.attempt, "lease lost: another worker may run this job now");
         }
-        self.stop.send_replace(true);
+        self.stop.set(1);
     }
 
     pub(crate) fn is_cancel_requested(&self) -> bool {
@@ -196,17 +205,16 @@ impl AttemptState {
     }
 
     pub(crate) fn is_stopped(&self) -> bool {
-        *self.stop.borrow()
+        self.stop.get() != 0
     }
 
     pub(crate) async fn stopped(&self) {
-        let mut stop = self.stop.subscribe();
-        let _ = stop.wait_for(|stopped| *stopped).await;
+        self.stop.wait_for(|stopped| stopped != 0).await;
     }
 
     /// Marks the attempt released without its handler; `false` if it already was.
     pub(crate) fn abandon(&self) -> bool {
-        self.stop.send_replace(true);
+        self.stop.set(1);
         !self.abandoned.swap(true, Ordering::SeqCst)
     }
 

@@ -41,6 +41,7 @@ mod text;
 mod trace_context;
 mod wakeup;
 mod watch;
+mod watched;
 mod watchers;
 mod worker;
 

@@ -324,7 +324,7 @@ impl Completer {
             if success.is_unstarted() {
                 let held = written.contains(&success.id);
                 if held {
-                    self.reporter.emit(WorkerEvent::JobStarted {
+                    self.reporter.emit(|| WorkerEvent::JobStarted {
                         id: success.id,
                         task: success.task.clone(),
                         attempt: success.attempt,

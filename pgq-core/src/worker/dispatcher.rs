@@ -194,13 +194,13 @@ impl Dispatcher {
                 self.reported_paused = true;
                 self.dispatch
                     .reporter
-                    .emit(WorkerEvent::QueuePaused { queue: queue() });
+                    .emit(|| WorkerEvent::QueuePaused { queue: queue() });
             }
             Some(false) if self.reported_paused => {
                 self.reported_paused = false;
                 self.dispatch
                     .reporter
-                    .emit(WorkerEvent::QueueResumed { queue: queue() });
+                    .emit(|| WorkerEvent::QueueResumed { queue: queue() });
             }
             _ => {}
         }
@@ -246,7 +246,7 @@ impl Dispatcher {
             attempt: job.attempt,
         };
         if job.running {
-            self.dispatch.reporter.emit(WorkerEvent::JobStarted {
+            self.dispatch.reporter.emit(|| WorkerEvent::JobStarted {
                 id: job.id,
                 task: job.task.clone(),
                 attempt: job.attempt,
@@ -413,7 +413,7 @@ impl Dispatcher {
         for starting in sent.starting {
             let held = started.contains(&starting.held.id);
             if held {
-                self.dispatch.reporter.emit(WorkerEvent::JobStarted {
+                self.dispatch.reporter.emit(|| WorkerEvent::JobStarted {
                     id: starting.held.id,
                     task: starting.task,
                     attempt: starting.held.attempt,

@@ -83,7 +83,7 @@ pub(crate) async fn drain(
                 let state = executor.attempt_state(&job, true);
                 let timeout = tasks.get(&task).and_then(|entry| entry.timeout);
                 executor.held.start(&state, timeout);
-                reporter.emit(WorkerEvent::JobStarted {
+                reporter.emit(|| WorkerEvent::JobStarted {
                     id,
                     task: task.clone(),
                     attempt,

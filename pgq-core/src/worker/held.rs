@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::task::AbortHandle;
+use futures_util::future::AbortHandle;
 use tokio::time::{Duration, Instant};
 
 use crate::attempt::AttemptState;

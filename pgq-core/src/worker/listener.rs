@@ -78,7 +78,7 @@ impl Listener {
                         tracing::info!("listener reconnected; wake-ups are immediate again");
                     }
                     delay = RECONNECT_MIN;
-                    self.reporter.emit(WorkerEvent::ListenerConnected);
+                    self.reporter.emit(|| WorkerEvent::ListenerConnected);
                     // A pause or resume may have gone unheard meanwhile.
                     self.pause_changed.notify_one();
                     self.wake_all();
@@ -114,7 +114,7 @@ impl Listener {
                     }
                     tracing::warn!("listener lost; polling until it reconnects");
                     lost = true;
-                    self.reporter.emit(WorkerEvent::ListenerLost);
+                    self.reporter.emit(|| WorkerEvent::ListenerLost);
                 }
                 Err(err) => {
                     tracing::warn!(error = %Error::from(err), retry_in = ?delay, "cannot LISTEN; polling meanwhile");

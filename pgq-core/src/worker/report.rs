@@ -42,9 +42,13 @@ impl Reporter {
         self.stats.subscribe()
     }
 
-    pub(crate) fn emit(&self, event: WorkerEvent) {
-        // No receiver is fine: events are for whoever listens.
-        let _ = self.events.send(event);
+    /// Sends the event `event` builds, built only when someone listens: most workers have no
+    /// subscriber, and a job's events would cost it allocations for nobody.
+    pub(crate) fn emit(&self, event: impl FnOnce() -> WorkerEvent) {
+        if self.events.receiver_count() > 0 {
+            // A receiver gone since is fine: events are for whoever listens.
+            let _ = self.events.send(event());
+        }
     }
 
     pub(crate) fn claimed(&self, count: usize) {
@@ -71,7 +75,7 @@ impl Reporter {
             state
                 .trace
                 .ended(&finished.task, finished.outcome, finished.error.as_deref());
-            self.emit(WorkerEvent::JobFinished {
+            self.emit(|| WorkerEvent::JobFinished {
                 id: state.id,
                 task: finished.task,
                 attempt: state.attempt,
