@@ -4,6 +4,8 @@ use std::time::{Duration, Instant};
 
 use pgq_core::{Client, Retention, Worker};
 
+use crate::measure::process_cpu;
+
 /// How a drain's worker writes its completions, or claims.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Completions {
@@ -20,13 +22,19 @@ pub(crate) enum Completions {
     Deleted,
 }
 
+/// How long a drain took, and how much CPU the worker's process used meanwhile.
+pub(crate) struct Drained {
+    pub(crate) elapsed: Duration,
+    pub(crate) cpu: Option<Duration>,
+}
+
 /// Runs one worker until `total` jobs are completed; checks the table and returns the time.
 pub(crate) async fn drain(
     client: &Client,
     concurrency: usize,
     total: u64,
     completions: Completions,
-) -> Result<Duration, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<Drained, Box<dyn std::error::Error + Send + Sync>> {
     let before: i64 =
         sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
             .fetch_one(client.pool())
@@ -48,10 +56,14 @@ pub(crate) async fn drain(
         }
     }
     let worker = builder.build()?;
+    let cpu_before = process_cpu();
     let started = Instant::now();
     let handle = worker.start();
     handle.stats().wait_for(|st| st.completed >= total).await?;
     let elapsed = started.elapsed();
+    let cpu = process_cpu()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     handle.shutdown().await?;
     if limited {
         client.set_queue_limit("bench", None).await?;
@@ -74,5 +86,5 @@ pub(crate) async fn drain(
             "every job completed in the table"
         );
     }
-    Ok(elapsed)
+    Ok(Drained { elapsed, cpu })
 }

@@ -27,6 +27,16 @@ pub(crate) fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// CPU time this process has used so far, all its threads, user and system, from the kernel
+/// (in its clock ticks, a hundredth of a second each).
+pub(crate) fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
 /// The table's and its indexes' sizes, in MiB.
 pub(crate) async fn sizes_mib(pool: &sqlx::PgPool) -> Result<(f64, f64), sqlx::Error> {
     let (table, indexes): (i64, i64) =

@@ -81,8 +81,15 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
 
     let total = s.single + s.bulk;
     checkpoint(pool).await;
-    let elapsed = drain(&client, s.concurrency, total, Completions::Default).await?;
-    println!("drain_per_s {:.0}", per_second(total, elapsed));
+    let drained = drain(&client, s.concurrency, total, Completions::Default).await?;
+    println!("drain_per_s {:.0}", per_second(total, drained.elapsed));
+    // The worker's own share of the two cores: what the database does not get.
+    if let Some(cpu) = drained.cpu {
+        println!(
+            "drain_worker_cpu_us_per_job {:.1}",
+            cpu.as_secs_f64() * 1e6 / total as f64
+        );
+    }
 
     // The same drain with the other choices a worker offers for its completions, each on a
     // table as the first found it: the completed jobs deleted and vacuumed away, the same jobs
@@ -104,8 +111,8 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
             .await?;
         enqueue_bulk(&client, total, s.bulk_batch).await?;
         checkpoint(pool).await;
-        let elapsed = drain(&client, s.concurrency, total, completions).await?;
-        println!("{name} {:.0}", per_second(total, elapsed));
+        let drained = drain(&client, s.concurrency, total, completions).await?;
+        println!("{name} {:.0}", per_second(total, drained.elapsed));
     }
 
     if s.completed > 0 {
@@ -118,11 +125,11 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
         // reads into shared buffers (128 MB by default) in place of the queue's, and a drain
         // right after them measured what that cache costs (0.84-0.94 of the empty table's
         // rate), not what the history does.
-        let elapsed = drain(&client, s.concurrency, total, Completions::Default).await?;
+        let drained = drain(&client, s.concurrency, total, Completions::Default).await?;
         println!(
             "drain_with_{}_completed_per_s {:.0}",
             s.completed,
-            per_second(total, elapsed)
+            per_second(total, drained.elapsed)
         );
         // The reads with that history and the same jobs waiting: the drain's completions go,
         // the jobs come again.
