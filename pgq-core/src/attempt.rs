@@ -56,7 +56,8 @@ pub(crate) struct AttemptState {
     pub(crate) backend: Backend,
     /// The span the handler runs in, and what the attempt's log line and metrics need.
     pub(crate) trace: AttemptTrace,
-    /// Set (1) when the job is cancelled or the lease is lost: stop, the result will not count.
+    /// [`STOPPED`] once the job is cancelled or the lease is lost: stop, the result will not
+    /// count.
     stop: Watched,
     /// Whether the job's start has been written. A worker starts the handler of a job claimed
     /// ahead as soon as a slot is free, and writes `running` with its next statement; writes
@@ -71,6 +72,9 @@ pub(crate) struct AttemptState {
     abandoned: AtomicBool,
     progress: Mutex<Progress>,
 }
+
+/// The value of an attempt's `stop` once it must stop; 0 before.
+const STOPPED: u8 = 1;
 
 /// Where an attempt's start (its `running` write) stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,14 +190,14 @@ impl AttemptState {
 
     pub(crate) fn request_cancel(&self) {
         self.cancel_requested.store(true, Ordering::SeqCst);
-        self.stop.set(1);
+        self.stop.set(STOPPED);
     }
 
     pub(crate) fn lose_lease(&self) {
         if !self.lease_lost.swap(true, Ordering::SeqCst) {
             tracing::warn!(job = %self.id, attempt = self.attempt, "lease lost: another worker may run this job now");
         }
-        self.stop.set(1);
+        self.stop.set(STOPPED);
     }
 
     pub(crate) fn is_cancel_requested(&self) -> bool {
@@ -205,16 +209,16 @@ impl AttemptState {
     }
 
     pub(crate) fn is_stopped(&self) -> bool {
-        self.stop.get() != 0
+        self.stop.get() == STOPPED
     }
 
     pub(crate) async fn stopped(&self) {
-        self.stop.wait_for(|stopped| stopped != 0).await;
+        self.stop.wait_for(|stop| stop == STOPPED).await;
     }
 
     /// Marks the attempt released without its handler; `false` if it already was.
     pub(crate) fn abandon(&self) -> bool {
-        self.stop.set(1);
+        self.stop.set(STOPPED);
         !self.abandoned.swap(true, Ordering::SeqCst)
     }
 

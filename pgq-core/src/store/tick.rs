@@ -472,6 +472,42 @@ mod tests {
     }
 
     #[test]
+    fn every_tick_claims_before_it_completes_and_returns_columns_in_order() {
+        let columns = "step id task queue payload attempts unique_key run_at meta rank running";
+        for statement in [
+            super::TICK,
+            super::TICK_DELETING,
+            super::TICK_RATED,
+            super::TICK_DELETING_RATED,
+            super::TICK_KEYED,
+            super::TICK_DELETING_KEYED,
+        ] {
+            let rows = &statement[statement.rfind("\nSELECT 'claimed'").unwrap()..];
+            let claimed = rows.find("FROM claimed").unwrap();
+            assert!(claimed < rows.find("FROM completed").unwrap(), "{rows}");
+            assert!(claimed < rows.find("FROM started").unwrap(), "{rows}");
+            assert_eq!(names(&rows[..claimed]), columns, "{rows}");
+        }
+        let returning = &super::CLAIM_RUNNING[super::CLAIM_RUNNING.find("RETURNING").unwrap()..];
+        assert_eq!(names(returning), columns, "{returning}");
+    }
+
+    /// The names a select list gives its columns, in order.
+    fn names(list: &str) -> String {
+        let list = list
+            .trim_start_matches("\nSELECT ")
+            .trim_start_matches("RETURNING ");
+        list.split(',')
+            .map(|column| {
+                let column = column.split_whitespace().last().unwrap_or_default();
+                let column = column.rsplit('.').next().unwrap_or_default();
+                column.trim_end_matches("::text")
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
     fn the_plain_claim_does_not_change_for_keys() {
         assert!(!super::TICK.contains("keyed") && !super::TICK.contains("room"));
         assert!(super::TICK_KEYED.contains("claimable_keyed("));
