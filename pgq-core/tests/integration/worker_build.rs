@@ -150,29 +150,22 @@ async fn bad_configurations_are_refused() {
         reason(
             Worker::builder(client.clone())
                 .queue("email", 1)
-                .batch_size(usize::MAX)
-                .build()
-        ),
-        format!("batch size {} is outside 1..=100000", usize::MAX)
-    );
-    assert_eq!(
-        reason(
-            Worker::builder(client.clone())
-                .queue("email", 1)
                 .queue("email", 2)
                 .build()
         ),
         r#"queue "email" is configured twice"#
     );
-    assert_eq!(
-        reason(
-            Worker::builder(client.clone())
-                .queue("email", 1)
-                .batch_size(0)
-                .build()
-        ),
-        "batch size 0 is outside 1..=100000"
-    );
+    for batch in [0, usize::MAX] {
+        assert_eq!(
+            reason(
+                Worker::builder(client.clone())
+                    .queue("email", 1)
+                    .batch_size(batch)
+                    .build()
+            ),
+            format!("batch size {batch} is outside 1..=100000")
+        );
+    }
     assert_eq!(
         reason(
             Worker::builder(client.clone())
