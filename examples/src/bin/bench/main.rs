@@ -14,6 +14,7 @@ mod dashboard;
 mod drain;
 mod fleet;
 mod measure;
+mod raw_latency;
 mod settings;
 mod soak;
 mod standard;

@@ -10,6 +10,7 @@ use crate::Outcome;
 use crate::dashboard;
 use crate::drain::{Completions, drain};
 use crate::measure::{checkpoint, per_second, quantile};
+use crate::raw_latency::RawWakeups;
 use crate::settings::Settings;
 use crate::tasks::{Noop, Ping, Starts, enqueue_bulk};
 
@@ -185,6 +186,7 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
     sqlx::raw_sql("VACUUM ANALYZE pgq.jobs")
         .execute(pool)
         .await?;
+    let mut raw = RawWakeups::new(pool).await?;
     checkpoint(pool).await;
     let starts: Starts = Arc::default();
     let worker = Worker::builder(client.clone())
@@ -201,11 +203,15 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
     handle.stats().wait_for(|st| st.completed >= 1).await?;
     let mut enqueued = HashMap::new();
     let mut enqueue_calls = Vec::new();
+    let mut raw_latencies = Vec::new();
     for seq in 0..s.latency {
         let at = Instant::now();
         client.enqueue(Ping { seq }).await?;
         enqueue_calls.push(at.elapsed().as_secs_f64() * 1000.0);
         enqueued.insert(seq, at);
+        tokio::time::sleep(s.latency_gap).await;
+        // The same wake-up in raw SQL, its turn after the same gap.
+        raw_latencies.push(raw.wake_up().await?);
         tokio::time::sleep(s.latency_gap).await;
     }
     handle
@@ -229,6 +235,15 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
         println!(
             "latency_enqueue_p50_ms {:.2}",
             quantile(&mut enqueue_calls, 0.50)
+        );
+        // What PostgreSQL alone takes for the same wake-ups on this machine.
+        println!(
+            "latency_raw_sql_p50_ms {:.2}",
+            quantile(&mut raw_latencies, 0.50)
+        );
+        println!(
+            "latency_raw_sql_p99_ms {:.2}",
+            quantile(&mut raw_latencies, 0.99)
         );
     }
     Ok(())
