@@ -2,7 +2,9 @@
 //! payload; a cancel notification fires the named job's `ctx.cancelled()` if it runs here; a
 //! queue notification (paused, resumed, a limit set) has the settings reader read them again. When
 //! the connection drops it reconnects, LISTENs again, and only then wakes every dispatcher to
-//! claim what arrived meanwhile. Polling covers the gap.
+//! claim what arrived meanwhile, once the settings have been read again: a pause made while
+//! nobody listened is never missed by a claim that a later notification wakes. Polling covers
+//! the gap.
 //!
 //! A connection that goes silent without a reset (a dropped route, a failover) would leave the
 //! listener waiting forever: after [`PROBE_AFTER`] without a message it sends a query, and a
@@ -78,9 +80,13 @@ impl Listener {
                         tracing::info!("listener reconnected; wake-ups are immediate again");
                     }
                     delay = RECONNECT_MIN;
-                    self.reporter.emit(|| WorkerEvent::ListenerConnected);
-                    // A pause or resume may have gone unheard meanwhile.
+                    // A pause committed before the LISTEN went unheard: no queue claims
+                    // until a read of the settings that started after it.
+                    for slots in &self.queues {
+                        slots.settings_changed();
+                    }
                     self.pause_changed.notify_one();
+                    self.reporter.emit(|| WorkerEvent::ListenerConnected);
                     self.wake_all();
                     loop {
                         let received = tokio::select! {

@@ -6,13 +6,15 @@
 //! enqueued before a job of a running queue, so its notification reaches the worker first; once
 //! the second job has completed, the paused queue's dispatcher was woken and claimed nothing.
 
+use std::sync::Arc;
+
 use pgq_core::{
     Client, Error, Handler, JobContext, JobId, JobOutcome, JobStatus, Task, TaskError, Worker,
     WorkerEvent, WorkerHandle, async_trait,
 };
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
+use tokio::sync::{Semaphore, broadcast};
 
 use crate::support;
 
@@ -25,6 +27,19 @@ struct PausedWork {
 #[async_trait]
 impl Handler for PausedWork {
     async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// A job of the paused queue that holds its slot until the test lets it go.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "paused")]
+struct GatedWork;
+
+#[async_trait]
+impl Handler for GatedWork {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        support::pass_gate(ctx).await;
         Ok(())
     }
 }
@@ -157,6 +172,70 @@ async fn a_job_enqueued_with_the_pause_is_not_claimed_by_a_worker_that_heard_of_
     enqueue_behind(&client, &mut events, 3).await;
     assert_eq!(status(&client, held_back).await, (JobStatus::Pending, 0));
 
+    client.resume_queue("paused").await.unwrap();
+    queue_event(&mut events, false).await;
+    support::finished(&mut events, held_back).await;
+    handle.shutdown().await.unwrap();
+}
+
+/// A pause committed while the worker did not listen (its notification lost with the
+/// connection) is read before the queue claims again: a job enqueued once the listener is back
+/// is not claimed on the settings from before.
+#[tokio::test]
+async fn a_pause_made_while_the_listener_was_away_is_read_before_the_next_claim() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("paused", 2)
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    // The queue claims, so the worker has read that it is not paused.
+    let running = client.enqueue(GatedWork).await.unwrap().id();
+    support::event(
+        &mut events,
+        |e| matches!(e, WorkerEvent::JobStarted { id, .. } if *id == running),
+    )
+    .await;
+
+    // From here on, every read of the settings waits behind this lock.
+    let mut blocker = db.pool().begin().await.unwrap();
+    sqlx::raw_sql("LOCK TABLE pgq.workers IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    // Paused without a notification, as if while the listener was away; then it is cut off.
+    sqlx::raw_sql("INSERT INTO pgq.queues (name, paused_at) VALUES ('paused', now())")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'pgq-listen'",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(killed, vec![true]);
+    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerLost)).await;
+    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+
+    let held_back = client.enqueue(PausedWork { n: 1 }).await.unwrap().id();
+    // The running job's completion goes in a tick that would also claim `held_back`, were the
+    // queue taken for unpaused.
+    gate.add_permits(1);
+    assert_eq!(
+        support::finished(&mut events, running).await.0,
+        JobOutcome::Completed
+    );
+    assert_eq!(status(&client, held_back).await, (JobStatus::Pending, 0));
+
+    blocker.rollback().await.unwrap();
+    queue_event(&mut events, true).await;
+    assert_eq!(status(&client, held_back).await, (JobStatus::Pending, 0));
     client.resume_queue("paused").await.unwrap();
     queue_event(&mut events, false).await;
     support::finished(&mut events, held_back).await;
