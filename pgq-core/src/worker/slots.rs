@@ -24,10 +24,10 @@ pub(crate) struct QueueSlots {
     /// Whether an operator paused the queue: [`UNKNOWN`] until the worker first reads it, and
     /// claims wait until then, so that a worker started on a paused queue claims nothing.
     pause: AtomicU8,
-    /// Changes of the queue's settings the listener heard of, and how many of them a read of
-    /// the settings has caught up with: claims wait while one is unread, so that a job enqueued
-    /// after a pause returned is never claimed by a worker that heard of the pause but has not
-    /// read it yet.
+    /// Changes of the queue's settings the listener heard of (or may have missed: each LISTEN
+    /// counts as one), and how many of them a read of the settings has caught up with: claims
+    /// wait while one is unread, so that a job enqueued after a pause returned is never claimed
+    /// by a listening worker that has not read the pause yet.
     changes_heard: AtomicU64,
     changes_read: AtomicU64,
     /// The queue's cluster-wide concurrency limit as last read; [`NO_LIMIT`] for none.
