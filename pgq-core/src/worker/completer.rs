@@ -476,7 +476,7 @@ mod tests {
             .connect_lazy("postgres://nobody@127.0.0.1:1/none")
             .expect("a lazy pool");
         let store = Store::new(pool, Duration::from_secs(1), Schema::default());
-        let queue = QueueSlots::new("email", 4);
+        let queue = QueueSlots::new("email", 4, false);
         let reporter = Reporter::new();
         let held = Arc::new(HeldJobs::default());
         let completer = Completer::new(

@@ -2,9 +2,9 @@
 //! payload; a cancel notification fires the named job's `ctx.cancelled()` if it runs here; a
 //! queue notification (paused, resumed, a limit set) has the settings reader read them again. When
 //! the connection drops it reconnects, LISTENs again, and only then wakes every dispatcher to
-//! claim what arrived meanwhile, once the settings have been read again: a pause made while
-//! nobody listened is never missed by a claim that a later notification wakes. Polling covers
-//! the gap.
+//! claim what arrived meanwhile. Polling covers the gap. After each attempt to LISTEN, at
+//! start too, the queues claim nothing until their settings are read again: a pause made while
+//! nobody listened is never missed by a claim that a later notification wakes.
 //!
 //! A connection that goes silent without a reset (a dropped route, a failover) would leave the
 //! listener waiting forever: after [`PROBE_AFTER`] without a message it sends a query, and a
@@ -61,6 +61,15 @@ impl Listener {
         self.pause_changed.notify_one();
     }
 
+    /// An attempt to LISTEN ended, connected or not: each queue claims again once its settings
+    /// are read anew, which this asks for.
+    fn attempted(&self) {
+        for slots in &self.queues {
+            slots.listener_attempted();
+        }
+        self.pause_changed.notify_one();
+    }
+
     fn wake_all(&self) {
         for slots in &self.queues {
             slots.wake.notify_one();
@@ -82,10 +91,7 @@ impl Listener {
                     delay = RECONNECT_MIN;
                     // A pause committed before the LISTEN went unheard: no queue claims
                     // until a read of the settings that started after it.
-                    for slots in &self.queues {
-                        slots.settings_changed();
-                    }
-                    self.pause_changed.notify_one();
+                    self.attempted();
                     self.reporter.emit(|| WorkerEvent::ListenerConnected);
                     self.wake_all();
                     loop {
@@ -124,6 +130,8 @@ impl Listener {
                 }
                 Err(err) => {
                     tracing::warn!(error = %Error::from(err), retry_in = ?delay, "cannot LISTEN; polling meanwhile");
+                    // Polling relies on the periodic reads alone, which may start now.
+                    self.attempted();
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(RECONNECT_MAX);
                 }

@@ -30,6 +30,10 @@ pub(crate) struct QueueSlots {
     /// by a listening worker that has not read the pause yet.
     changes_heard: AtomicU64,
     changes_read: AtomicU64,
+    /// Whether the worker's listener has yet to make its first attempt to LISTEN: until then a
+    /// read may predate a pause that nobody heard of, so the queue claims nothing. False behind
+    /// a pooler, where no listener runs.
+    awaits_listener: AtomicBool,
     /// The queue's cluster-wide concurrency limit as last read; [`NO_LIMIT`] for none.
     limit: AtomicU32,
     /// How many handlers the worker's seats of a limited queue let it run at once
@@ -71,7 +75,9 @@ pub(crate) struct Active {
 }
 
 impl QueueSlots {
-    pub(crate) fn new(name: &str, concurrency: usize) -> Arc<Self> {
+    /// A queue of `concurrency` slots; `listening` when the worker's listener will LISTEN for
+    /// it, whose first attempt its claims then wait for.
+    pub(crate) fn new(name: &str, concurrency: usize, listening: bool) -> Arc<Self> {
         Arc::new(Self {
             name: name.into(),
             concurrency,
@@ -83,6 +89,7 @@ impl QueueSlots {
             pause: AtomicU8::new(UNKNOWN),
             changes_heard: AtomicU64::new(0),
             changes_read: AtomicU64::new(0),
+            awaits_listener: AtomicBool::new(listening),
             limit: AtomicU32::new(NO_LIMIT),
             seats: AtomicUsize::new(UNSEATED),
             seats_until: Mutex::new(Instant::now()),
@@ -92,15 +99,23 @@ impl QueueSlots {
     }
 
     /// Whether the dispatcher must not claim: the queue is paused, or not known not to be (not
-    /// read yet, or changed since the last read).
+    /// read yet, changed since the last read, or read before the worker listened).
     pub(crate) fn paused(&self) -> bool {
         self.pause.load(Ordering::SeqCst) != RUNNING
             || self.changes_read.load(Ordering::SeqCst) < self.changes_heard.load(Ordering::SeqCst)
+            || self.awaits_listener.load(Ordering::SeqCst)
     }
 
     /// The listener heard that the queue's settings changed.
     pub(crate) fn settings_changed(&self) {
         self.changes_heard.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The listener LISTENs (or could not, and the worker polls): what it missed before counts
+    /// as a change heard, which a read that starts from now on catches up with.
+    pub(crate) fn listener_attempted(&self) {
+        self.settings_changed();
+        self.awaits_listener.store(false, Ordering::SeqCst);
     }
 
     /// The changes heard so far: a read that starts now catches up with them.
@@ -278,7 +293,7 @@ mod tests {
 
     #[test]
     fn a_queue_claims_only_once_it_is_known_not_to_be_paused() {
-        let queue = QueueSlots::new("email", 1);
+        let queue = QueueSlots::new("email", 1, false);
         assert!(queue.paused(), "not read yet");
         assert_eq!(queue.pause_state(), None);
         assert_eq!(queue.set_paused(false), None);
@@ -291,7 +306,7 @@ mod tests {
 
     #[test]
     fn a_queue_claims_only_once_it_has_read_every_change_it_heard_of() {
-        let queue = QueueSlots::new("email", 1);
+        let queue = QueueSlots::new("email", 1, false);
         queue.set_paused(false);
         queue.settings_changed();
         let first = queue.changes_heard();
@@ -310,8 +325,24 @@ mod tests {
     }
 
     #[test]
+    fn a_listening_worker_claims_only_on_a_read_that_started_after_its_listen() {
+        let queue = QueueSlots::new("email", 1, true);
+        let before = queue.changes_heard();
+        queue.set_paused(false);
+        queue.settings_read(before);
+        assert!(queue.paused(), "read, but not listening yet");
+        queue.listener_attempted();
+        queue.settings_read(before);
+        assert!(queue.paused(), "a read that started before the LISTEN");
+        queue.settings_read(queue.changes_heard());
+        assert!(!queue.paused());
+        queue.listener_attempted();
+        assert!(queue.paused(), "listening again after a lost connection");
+    }
+
+    #[test]
     fn seats_bound_the_handlers_of_a_limited_queue_until_their_lease_runs_out() {
-        let queue = QueueSlots::new("email", 4);
+        let queue = QueueSlots::new("email", 4, false);
         assert_eq!((queue.free(), queue.allowed()), (4, 4), "no limit");
         let later = Instant::now() + Duration::from_secs(60);
         queue.set_seats(Some((2, later)));

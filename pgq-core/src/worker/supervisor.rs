@@ -59,7 +59,7 @@ impl Runtime {
         let queues: Vec<_> = config
             .queues
             .iter()
-            .map(|(name, &concurrency)| QueueSlots::new(name, concurrency))
+            .map(|(name, &concurrency)| QueueSlots::new(name, concurrency, !client.is_pooled()))
             .collect();
         let worker_id: Arc<str> = config.worker_id.as_str().into();
         let reporter = Reporter::new();
