@@ -22,11 +22,12 @@ const LEADER_LEASE_MS: &str = "2000";
 /// Starts one worker process running the every-second schedule; returns it and its worker id.
 async fn start_worker(db: &TestDatabase) -> (Child, String) {
     let args = ["--concurrency", "2", "--every-second", "1"];
-    fleet::start_worker(
+    let (worker, id, _) = fleet::start_worker(
         db,
         &[&args[..], &["--leader-lease-ms", LEADER_LEASE_MS]].concat(),
     )
-    .await
+    .await;
+    (worker, id)
 }
 
 /// Every `FleetTick` instant enqueued so far (its `run_at`), oldest first, duplicates kept.

@@ -1,5 +1,6 @@
 //! One worker process of a fleet: several such processes, on one host or many, share a queue
-//! through the database. It serves queue `fleet` until SIGTERM or SIGINT.
+//! through the database. It serves queue `fleet` until SIGTERM or SIGINT, and prints
+//! `queue fleet paused` (`resumed`) when it stops (starts again) claiming from it.
 //!
 //! `cargo run -p pgq-examples --bin fleet_worker -- [--concurrency N] [--lease-ms N]
 //! [--rescue-ms N] [--heartbeat-ms N] [--every-second 1] [--leader-lease-ms N]`, once per
@@ -13,9 +14,10 @@
 
 use std::time::Duration;
 
-use pgq_core::{Handler, JobContext, Schedule, Task, TaskError, Worker, async_trait};
+use pgq_core::{Handler, JobContext, Schedule, Task, TaskError, Worker, WorkerEvent, async_trait};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
+use tokio::sync::broadcast::error::RecvError;
 
 /// A job for the fleet: at most one active per `key`.
 #[derive(Debug, Serialize, Deserialize, Task)]
@@ -138,6 +140,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.periodic(Schedule::cron("* * * * * *"), move || FleetTick { pid });
     }
     let worker = builder.build()?;
+    // An operator's pause, as this process takes it: from "paused" on it claims nothing.
+    let mut events = worker.events();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(WorkerEvent::QueuePaused { queue }) => println!("queue {queue} paused"),
+                Ok(WorkerEvent::QueueResumed { queue }) => println!("queue {queue} resumed"),
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
     println!("worker {} running", worker.worker_id());
     worker.run().await?;
     println!("stopped");

@@ -319,7 +319,7 @@ impl Dispatcher {
                 .collect();
             let start: Vec<Held> = starting.iter().map(|s| s.held).collect();
             let tasks = &dispatch.executor.tasks;
-            let request = TickRequest {
+            let mut request = TickRequest {
                 worker_id: &dispatch.executor.worker_id,
                 complete: &complete,
                 start: &start,
@@ -342,6 +342,12 @@ impl Dispatcher {
             };
             let (result, connection) = match connection {
                 Ok(mut connection) => {
+                    // A pause heard while a connection was being made (a new one takes
+                    // milliseconds): the claim takes nothing after all.
+                    if request.claim > 0 && queue.paused() {
+                        request.claim = 0;
+                        request.run_now = 0;
+                    }
                     let span = tracing::debug_span!(
                         "pgq.tick",
                         queue = %queue.name,
