@@ -212,16 +212,7 @@ async fn a_pause_made_while_the_listener_was_away_is_read_before_the_next_claim(
         .execute(db.pool())
         .await
         .unwrap();
-    let killed: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE datname = current_database() AND application_name = 'pgq-listen'",
-    )
-    .fetch_all(db.pool())
-    .await
-    .unwrap();
-    assert_eq!(killed, vec![true]);
-    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerLost)).await;
-    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+    support::cut_listener(db.pool(), &mut events).await;
 
     let held_back = client.enqueue(PausedWork { n: 1 }).await.unwrap().id();
     // The running job's completion goes in a tick that would also claim `held_back`, were the

@@ -105,6 +105,20 @@ pub(crate) async fn event(
         .expect("event did not arrive in time")
 }
 
+/// Terminates the worker's listening connection and waits until it has listened again.
+pub(crate) async fn cut_listener(pool: &PgPool, events: &mut broadcast::Receiver<WorkerEvent>) {
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'pgq-listen'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(killed, vec![true]);
+    event(events, |e| matches!(e, WorkerEvent::ListenerLost)).await;
+    event(events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+}
+
 /// Waits until the worker's completed count reaches `n`.
 pub(crate) async fn completed(handle: &WorkerHandle, n: u64) {
     let mut stats = handle.stats();

@@ -56,16 +56,7 @@ async fn an_idle_worker_starts_a_new_job_at_once_and_survives_a_killed_listener(
         JobOutcome::Completed
     );
 
-    let killed: Vec<bool> = sqlx::query_scalar(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE datname = current_database() AND application_name = 'pgq-listen'",
-    )
-    .fetch_all(db.pool())
-    .await
-    .unwrap();
-    assert_eq!(killed, vec![true]);
-    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerLost)).await;
-    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+    support::cut_listener(db.pool(), &mut events).await;
 
     let id = client.enqueue(Wake { n: 2 }).await.unwrap().id();
     assert_eq!(
