@@ -326,32 +326,33 @@ impl JobFilter {
         {
             return invalid(err.to_string());
         }
-        if let Some(task) = &self.task
-            && (task.is_empty() || task.len() > limits::MAX_TASK_NAME_LEN)
-        {
-            return invalid(format!(
-                "task name of {} bytes; 1 to {} are allowed",
-                task.len(),
-                limits::MAX_TASK_NAME_LEN
-            ));
-        }
-        if let Some(key) = &self.unique_key
-            && (key.is_empty() || key.len() > limits::MAX_UNIQUE_KEY_BYTES)
-        {
-            return invalid(format!(
-                "unique key of {} bytes; 1 to {} are allowed",
-                key.len(),
-                limits::MAX_UNIQUE_KEY_BYTES
-            ));
-        }
-        if let Some(text) = &self.error_contains
-            && (text.is_empty() || text.len() > limits::MAX_ERROR_SEARCH_BYTES)
-        {
-            return invalid(format!(
-                "error text of {} bytes; 1 to {} are searched for",
-                text.len(),
-                limits::MAX_ERROR_SEARCH_BYTES
-            ));
+        let texts = [
+            ("task name", self.task.as_deref(), limits::MAX_TASK_NAME_LEN),
+            (
+                "unique key",
+                self.unique_key.as_deref(),
+                limits::MAX_UNIQUE_KEY_BYTES,
+            ),
+            (
+                "error text",
+                self.error_contains.as_deref(),
+                limits::MAX_ERROR_SEARCH_BYTES,
+            ),
+        ];
+        let tags = self.tags.iter().flat_map(|(name, value)| {
+            [
+                ("tag name", Some(name.as_str()), limits::MAX_TAG_KEY_BYTES),
+                (
+                    "tag value",
+                    Some(value.as_str()),
+                    limits::MAX_TAG_VALUE_BYTES,
+                ),
+            ]
+        });
+        for (what, text, max) in texts.into_iter().chain(tags) {
+            if let Some(text) = text {
+                searchable(what, text, max).map_err(Error::InvalidFilter)?;
+            }
         }
         if self.tags.len() > limits::MAX_TAGS {
             return invalid(format!(
@@ -398,4 +399,22 @@ impl JobFilter {
             ..self.clone()
         })
     }
+}
+
+/// Text a filter compares with stored text: 1 to `max` bytes, and no NUL character, which
+/// PostgreSQL's text cannot hold (no stored job has one, and the database would refuse the
+/// statement rather than find nothing).
+fn searchable(what: &str, text: &str, max: usize) -> std::result::Result<(), String> {
+    if text.is_empty() || text.len() > max {
+        return Err(format!(
+            "{what} of {} bytes; 1 to {max} are allowed",
+            text.len()
+        ));
+    }
+    if text.contains('\0') {
+        return Err(format!(
+            "{what} holds a NUL character, which no stored job has"
+        ));
+    }
+    Ok(())
 }

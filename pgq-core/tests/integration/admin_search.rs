@@ -348,7 +348,22 @@ async fn a_bad_filter_is_refused_before_the_database() {
             .status(JobStatus::Failed)
             .order(JobOrder::RunAt),
         JobFilter::new().after("5@2026-01-01T00:00:00Z".parse().unwrap()),
+        // PostgreSQL's text holds no NUL: no stored job has one, and the database would refuse
+        // the statement rather than find nothing.
+        JobFilter::new().task("Send\0Welcome"),
+        JobFilter::new().unique_key("welcome:\0"),
+        JobFilter::new().error_contains("a\0b"),
+        JobFilter::new().tag("tenant\0", "acme"),
+        JobFilter::new().tag("tenant", "ac\0me"),
+        JobFilter::new().tag("tenant", "v".repeat(limits::MAX_TAG_VALUE_BYTES + 1)),
     ];
+    // With a job in the table, so that a search would reach its statement.
+    sqlx::query(
+        "INSERT INTO pgq.jobs (task, queue, payload) VALUES ('SendWelcome', 'email', '{}')",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
     for filter in bad {
         assert!(
             matches!(client.jobs(&filter).await, Err(Error::InvalidFilter(_))),
