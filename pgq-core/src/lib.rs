@@ -44,6 +44,7 @@ mod watch;
 mod watched;
 mod watchers;
 mod worker;
+mod worker_id;
 
 pub use admin::action::{ActionReport, SkipReason};
 pub use admin::cursor::JobCursor;

@@ -27,6 +27,7 @@ use crate::store::run;
 use crate::wakeup::Wakeups;
 use crate::watch::JobWatch;
 use crate::watchers::Watchers;
+use crate::worker_id;
 
 /// pgq's handle on a database: enqueues tasks and reads jobs. Cheap to clone.
 ///
@@ -384,6 +385,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn release_worker(&self, worker_id: &str) -> Result<Vec<JobId>> {
+        worker_id::validate(worker_id)?;
         store::attempt::release_worker(&self.store, worker_id).await
     }
 

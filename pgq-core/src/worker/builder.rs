@@ -15,6 +15,7 @@ use crate::queue::{self, QueueMismatch};
 use crate::registry::Registry;
 use crate::state::StateMap;
 use crate::worker::{TaskEntry, Worker};
+use crate::worker_id;
 
 /// Configures a [`Worker`]: which queues it serves, with how many jobs at once.
 ///
@@ -154,7 +155,7 @@ impl WorkerBuilder {
     /// # Ok(()) }
     /// ```
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
-        self.heartbeat_interval = interval.max(Duration::from_millis(10));
+        self.heartbeat_interval = interval;
         self
     }
 
@@ -166,7 +167,9 @@ impl WorkerBuilder {
     /// [`Client::job`](crate::Client::job) then finds a completed job no more, and a
     /// [`JobWatch`](crate::JobWatch) ends with [`Error::JobNotFound`](crate::Error::JobNotFound);
     /// the few jobs completed another way (in the handler's transaction, by a drain) go with the
-    /// cleaner's next run.
+    /// cleaner's next run, and [`Client::stats`](crate::Client::stats) counts no completions.
+    /// A retention of [`limits::MAX_DELAY`] (100 years) or more, such as `Duration::MAX`,
+    /// keeps those jobs for good.
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -499,7 +502,10 @@ impl WorkerBuilder {
             lease: self.lease,
             shutdown_grace: self.shutdown_grace,
             worker_id: match self.worker_id {
-                Some(id) => valid_worker_id(id)?,
+                Some(id) => {
+                    worker_id::validate(&id)?;
+                    id
+                }
                 None => default_worker_id(),
             },
             rescuer: RescuerConfig {
@@ -533,24 +539,6 @@ impl WorkerBuilder {
             .filter(|schedule| queues.contains_key(schedule.queue()));
         periodic::check_all(self.schedules.iter().cloned().chain(declared).collect())
     }
-}
-
-/// A worker id as every job it claims stores it: 1 to
-/// [`MAX_WORKER_ID_BYTES`](limits::MAX_WORKER_ID_BYTES) bytes, no control characters.
-fn valid_worker_id(id: String) -> Result<String> {
-    let refuse = |reason: &str| {
-        let shown: String = id.chars().take(40).collect();
-        Err(Error::InvalidWorker(format!(
-            "worker id {shown:?}: {reason}"
-        )))
-    };
-    if id.is_empty() || id.len() > limits::MAX_WORKER_ID_BYTES {
-        return refuse("a worker id has 1 to 128 bytes");
-    }
-    if id.chars().any(char::is_control) {
-        return refuse("a worker id has no control characters");
-    }
-    Ok(id)
 }
 
 /// `host:pid:suffix`, unique enough that two processes never share it.

@@ -285,3 +285,23 @@ async fn a_running_job_cancelled_by_filter_stops_through_its_handler() {
     assert_eq!(status_of(&client, id).await, Some(JobStatus::Cancelled));
     handle.shutdown().await.unwrap();
 }
+
+/// A worker id no worker can have is refused as `WorkerBuilder::worker_id` refuses it, before
+/// the database (which cannot hold a NUL character and would fail the statement).
+#[tokio::test]
+async fn releasing_a_worker_id_no_worker_can_have_is_refused() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    for id in [
+        "",
+        "web\u{0}1",
+        &"w".repeat(limits::MAX_WORKER_ID_BYTES + 1),
+    ] {
+        let refused = client.release_worker(id).await;
+        assert!(
+            matches!(refused, Err(Error::InvalidWorker(_))),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(client.release_worker("web-3:4121").await.unwrap(), vec![]);
+}

@@ -124,6 +124,10 @@ async fn bad_configurations_are_refused() {
             Worker::builder(client.clone()).heartbeat_interval(Duration::MAX),
         ),
         (
+            "heartbeat",
+            Worker::builder(client.clone()).heartbeat_interval(Duration::ZERO),
+        ),
+        (
             "rescue",
             Worker::builder(client.clone()).rescue_interval(Duration::ZERO),
         ),
