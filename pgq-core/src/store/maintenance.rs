@@ -8,6 +8,7 @@ use sqlx::query::Query;
 use sqlx::{PgConnection, Postgres, Row};
 
 use crate::error::Result;
+use crate::limits;
 use crate::stats::QueueStats;
 use crate::store::Store;
 use crate::store::moment::Moment;
@@ -87,13 +88,12 @@ pub(crate) async fn delete_finished_batch(
     batch: i64,
     from: Option<DateTime<Utc>>,
 ) -> Result<Option<Deleted>> {
-    let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     let (held, rows, reached): (bool, i64, Option<Moment>) = run!(store, |conn| async {
         let mut tx = walking_indexes(store, conn).await?;
         let deleted = sqlx::query_as(store.sql(DELETE_FINISHED))
             .persistent(store.prepared())
-            .bind(millis(completed))
-            .bind(millis(failed))
+            .bind(retention_ms(completed))
+            .bind(retention_ms(failed))
             .bind(batch)
             .bind(store.lock_key(CLEAN_LOCK))
             .bind(from)
@@ -106,6 +106,14 @@ pub(crate) async fn delete_finished_batch(
         rows: u64::try_from(rows).unwrap_or(0),
         reached: reached.map(Into::into),
     }))
+}
+
+/// A retention in milliseconds as the statements take it; `None` (NULL: no row is past it)
+/// for one of [`MAX_DELAY`](limits::MAX_DELAY) or more, such as `Duration::MAX`, which keeps
+/// those jobs for good and would put PostgreSQL's intervals out of range.
+fn retention_ms(retention: Duration) -> Option<i64> {
+    (retention < limits::MAX_DELAY)
+        .then(|| i64::try_from(retention.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// How long until the oldest finished job falls due, in milliseconds (zero or less: due now),
@@ -129,16 +137,18 @@ pub(crate) async fn oldest_finished_due_in(
     completed: Duration,
     failed: Duration,
 ) -> Result<Option<Duration>> {
-    let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-    let due_in: Option<i64> = run!(store, |conn| async {
+    // NULL for a job kept for good: nothing falls due before the cleaner's interval.
+    let due_in: Option<Option<i64>> = run!(store, |conn| async {
         Ok(sqlx::query_scalar(store.sql(OLDEST_FINISHED_DUE_IN))
             .persistent(store.prepared())
-            .bind(millis(completed))
-            .bind(millis(failed))
+            .bind(retention_ms(completed))
+            .bind(retention_ms(failed))
             .fetch_optional(&mut *conn)
             .await?)
     })?;
-    Ok(due_in.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+    Ok(due_in
+        .flatten()
+        .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
 }
 
 /// The queues' pending and held jobs: pending jobs from the claim index (its columns are all it

@@ -90,6 +90,30 @@ async fn finished_jobs_past_retention_are_deleted_and_the_rest_kept() {
     assert_eq!(db.client().delete_finished(tighter).await.unwrap(), Some(7));
 }
 
+/// A retention as long as `Duration::MAX` keeps those jobs for good and cleans the rest: it
+/// once failed the whole statement ("interval out of range"), so nothing was ever cleaned.
+#[tokio::test]
+async fn a_retention_kept_for_good_still_cleans_the_other_status() {
+    let db = TestDatabase::new().await;
+    jobs(&db, 2, "completed", "2 days").await;
+    jobs(&db, 3, "failed", "200 years").await;
+    let forever = Retention {
+        completed: Duration::MAX,
+        failed: Duration::MAX,
+    };
+    assert_eq!(db.client().delete_finished(forever).await.unwrap(), Some(0));
+    assert_eq!(count(&db).await, 5);
+    let failures_forever = Retention {
+        completed: Duration::from_secs(3600),
+        failed: Duration::MAX,
+    };
+    assert_eq!(
+        db.client().delete_finished(failures_forever).await.unwrap(),
+        Some(2)
+    );
+    assert_eq!(count(&db).await, 3);
+}
+
 #[tokio::test]
 async fn one_process_cleans_at_a_time() {
     let db = TestDatabase::new().await;
