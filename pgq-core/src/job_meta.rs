@@ -52,15 +52,32 @@ pub(crate) fn build(tags: &BTreeMap<String, String>) -> Result<Option<String>, S
     if let Some(trace) = trace {
         meta.insert("trace".into(), trace);
     }
-    let meta = serde_json::Value::Object(meta).to_string();
-    if meta.len() > limits::MAX_META_BYTES {
+    let meta = serde_json::Value::Object(meta);
+    let text = meta.to_string();
+    // Measured as the database's domain measures it: jsonb's text, a space after each `:`
+    // and `,`.
+    let stored = text.len() + separators(&meta);
+    if stored > limits::MAX_META_BYTES {
         return Err(format!(
-            "the tags take {} bytes as JSON; at most {} are kept",
-            meta.len(),
+            "the tags take {stored} bytes as JSON; at most {} are kept",
             limits::MAX_META_BYTES
         ));
     }
-    Ok(Some(meta))
+    Ok(Some(text))
+}
+
+/// The `:` and `,` between a value's entries, at every depth.
+fn separators(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Object(map) => {
+            2 * map.len() - usize::from(!map.is_empty())
+                + map.values().map(separators).sum::<usize>()
+        }
+        serde_json::Value::Array(items) => {
+            items.len().saturating_sub(1) + items.iter().map(separators).sum::<usize>()
+        }
+        _ => 0,
+    }
 }
 
 fn shown(text: &str) -> String {

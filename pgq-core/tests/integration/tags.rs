@@ -90,3 +90,45 @@ async fn bad_tags_are_refused_before_anything_is_written() {
         .unwrap();
     assert_eq!(count, 0);
 }
+
+/// The bound on a job's tags is the database's: jsonb's text, which puts a space after every
+/// `:` and `,`. Tags that fit it to the byte are stored; one byte more is refused before the
+/// database, as every other bad tag is.
+#[tokio::test]
+async fn tags_at_the_size_bound_are_stored_and_one_byte_more_is_refused() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    // `{"tags": {` and `}}`, 13 entries of a 64-byte name, and the `: ` and `, ` between them
+    // take 946 bytes; the values take the rest of the 4 096.
+    let tags = |last: usize| {
+        (0..13).fold(EnqueueOptions::default(), |options, n| {
+            let len = if n == 12 { last } else { 242 };
+            options.tag(format!("{n:0>64}"), "v".repeat(len))
+        })
+    };
+    let stored = client
+        .enqueue_with(Export { account_id: 1 }, tags(246))
+        .await
+        .expect("tags of exactly the bound are stored");
+    let text_len: i32 =
+        sqlx::query_scalar("SELECT octet_length(meta::text) FROM pgq.jobs WHERE id = $1")
+            .bind(stored.id().get())
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(text_len, 4096);
+    for refused in [
+        client
+            .enqueue_with(Export { account_id: 1 }, tags(247))
+            .await,
+        client
+            .enqueue_many_with([Export { account_id: 1 }], tags(247))
+            .await
+            .map(|mut outcomes| outcomes.remove(0)),
+    ] {
+        assert!(
+            matches!(refused, Err(Error::InvalidOption { option: "tags", .. })),
+            "{refused:?}"
+        );
+    }
+}
