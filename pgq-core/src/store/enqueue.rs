@@ -100,11 +100,16 @@ const INSERT_ONE_UNIQUE_CONCURRENCY: &str = insert_one!(
 );
 
 /// A replace keeps the pending job's metadata when the new one has none, as [`REPLACE_ONE`]
-/// does.
+/// does, and takes the new job's concurrency key and limit: the key is made from the payload
+/// it replaces.
 const REPLACE_ONE_CONCURRENCY: &str = insert_one!(
     ", unique_key, meta, concurrency_key, concurrency_limit",
     ", $6, $10::jsonb, $11, $12",
-    replace_pending!("meta = coalesce(EXCLUDED.meta, pgq.jobs.meta), ")
+    replace_pending!(
+        "meta = coalesce(EXCLUDED.meta, pgq.jobs.meta),
+                           concurrency_key = EXCLUDED.concurrency_key,
+                           concurrency_limit = EXCLUDED.concurrency_limit, "
+    )
 );
 
 const FIND_ACTIVE: &str = "SELECT id FROM pgq.jobs

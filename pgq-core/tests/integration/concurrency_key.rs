@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgq_core::{
-    Client, EnqueueOptions, Error, Handler, JobContext, Task, TaskError, Worker, async_trait,
+    Client, EnqueueOptions, Enqueued, Error, Handler, JobContext, Task, TaskError, Worker,
+    async_trait,
 };
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
@@ -150,6 +151,30 @@ async fn every_enqueue_path_stores_the_key_and_its_limit() {
             ("Unkeyed".to_owned(), None, None),
         ]
     );
+}
+
+/// A replace takes the new payload's key: the job is counted under the key it will run with.
+#[tokio::test]
+async fn a_replaced_job_takes_the_new_payloads_key() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let first = client
+        .enqueue(UniqueAndKeyed { n: 1, group: 7 })
+        .await
+        .unwrap();
+    let replace = EnqueueOptions::default().replace();
+    let replaced = client
+        .enqueue_with(UniqueAndKeyed { n: 1, group: 8 }, replace)
+        .await
+        .unwrap();
+    assert_eq!(replaced, Enqueued::Replaced(first.id()));
+    let (key, limit, group): (Option<String>, Option<i32>, i64) = sqlx::query_as(
+        "SELECT concurrency_key, concurrency_limit, (payload->>'group')::int8 FROM pgq.jobs",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert_eq!((key.as_deref(), limit, group), (Some("8"), Some(3), 8));
 }
 
 #[tokio::test]
