@@ -172,30 +172,55 @@ impl Cadence {
 
     /// The first instant strictly after `t`.
     pub(crate) fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let t = if t < searchable_from() {
+        let mut t = if t < searchable_from() {
             searchable_from()
         } else if t > searchable_until() {
             return None;
         } else {
             t
         };
-        let local = self.zone.from_utc_datetime(&t.naive_utc());
-        let next = self.cron.find_next_occurrence(&local, false).ok()?;
-        Some(next.with_timezone(&Utc))
+        loop {
+            let local = self.zone.from_utc_datetime(&t.naive_utc());
+            let next = self.cron.find_next_occurrence(&local, false).ok()?;
+            if self.happens(&next) {
+                return Some(next.with_timezone(&Utc));
+            }
+            t = next.with_timezone(&Utc);
+        }
     }
 
     /// The last instant at or before `t`.
     pub(crate) fn last_until(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let t = if t > searchable_until() {
+        let mut t = if t > searchable_until() {
             searchable_until()
         } else if t < searchable_from() {
             return None;
         } else {
             t
         };
-        let local = self.zone.from_utc_datetime(&t.naive_utc());
-        let last = self.cron.find_previous_occurrence(&local, true).ok()?;
-        Some(last.with_timezone(&Utc))
+        loop {
+            let local = self.zone.from_utc_datetime(&t.naive_utc());
+            let last = self.cron.find_previous_occurrence(&local, true).ok()?;
+            if self.happens(&last) {
+                return Some(last.with_timezone(&Utc));
+            }
+            t = last.with_timezone(&Utc) - chrono::Duration::microseconds(1);
+        }
+    }
+
+    /// Whether an instant croner found is one of the schedule's. croner runs a wall-clock time
+    /// that a clock change skips at the first instant after the gap, and an interval pattern at
+    /// both instants of a wall-clock time the change repeats; the schedule's instants are the
+    /// wall-clock times its expression names, so the first does not happen and the second
+    /// happens once, at the earlier instant.
+    fn happens(&self, instant: &DateTime<chrono_tz::Tz>) -> bool {
+        if !self.cron.is_time_matching(instant).unwrap_or(false) {
+            return false;
+        }
+        match self.zone.from_local_datetime(&instant.naive_local()) {
+            chrono::LocalResult::Ambiguous(earlier, _) => earlier == *instant,
+            _ => true,
+        }
     }
 
     /// The instants in `(after, through]`, oldest first, at most `max`.
@@ -339,6 +364,48 @@ mod tests {
         assert_eq!(
             cadence.next_after(at("2026-07-10T00:00:00Z")),
             Some(at("2026-07-10T07:00:00Z"))
+        );
+    }
+
+    /// Paris moved its clocks from 02:00 to 03:00 on 2026-03-29 and from 03:00 back to 02:00
+    /// on 2026-10-25.
+    #[test]
+    fn a_clock_change_skips_the_instants_it_skips_and_repeats_none() {
+        let half_past_two = Cadence::parse("0 30 2 * * *", "Europe/Paris").unwrap();
+        // 02:30 did not happen on the 29th: the next is the 30th's, 02:30 CEST.
+        assert_eq!(
+            half_past_two.next_after(at("2026-03-28T12:00:00Z")),
+            Some(at("2026-03-30T00:30:00Z"))
+        );
+        assert_eq!(
+            half_past_two.last_until(at("2026-03-30T00:00:00Z")),
+            Some(at("2026-03-28T01:30:00Z"))
+        );
+        // 02:30 happened twice on 2026-10-25: once for the schedule, at the first.
+        assert_eq!(
+            half_past_two.next_after(at("2026-10-24T12:00:00Z")),
+            Some(at("2026-10-25T00:30:00Z"))
+        );
+        assert_eq!(
+            half_past_two.next_after(at("2026-10-25T00:30:00Z")),
+            Some(at("2026-10-26T01:30:00Z"))
+        );
+        // Every half hour: 02:00 and 02:30 once each in the repeated hour.
+        let half_hourly = Cadence::parse("0 */30 * * * *", "Europe/Paris").unwrap();
+        let instants =
+            half_hourly.between(at("2026-10-24T23:45:00Z"), at("2026-10-25T02:45:00Z"), 20);
+        assert_eq!(
+            instants,
+            [
+                at("2026-10-25T00:00:00Z"), // 02:00 CEST
+                at("2026-10-25T00:30:00Z"), // 02:30 CEST
+                at("2026-10-25T02:00:00Z"), // 03:00 CET
+                at("2026-10-25T02:30:00Z"), // 03:30 CET
+            ]
+        );
+        assert_eq!(
+            half_hourly.newest(at("2026-10-24T23:45:00Z"), at("2026-10-25T02:45:00Z"), 20),
+            instants
         );
     }
 
