@@ -94,7 +94,7 @@ impl FromStr for JobStatus {
             "completed" => JobStatus::Completed,
             "failed" => JobStatus::Failed,
             "cancelled" => JobStatus::Cancelled,
-            other => return Err(format!("unknown job status {other:?}")),
+            other => return Err(format!("unknown job status {}", crate::text::echoed(other))),
         })
     }
 }

@@ -183,7 +183,11 @@ impl fmt::Display for ParseJobIdError {
             ParseErrorKind::NotANumber(_) => "not a whole number",
             ParseErrorKind::NotPositive => "job ids start at 1",
         };
-        write!(f, "invalid job id {:?}: {reason}", self.input)
+        write!(
+            f,
+            "invalid job id {}: {reason}",
+            crate::text::echoed(&self.input)
+        )
     }
 }
 

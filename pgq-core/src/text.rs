@@ -27,6 +27,18 @@ pub(crate) fn storable(text: &str, max: usize) -> Cow<'_, str> {
     }
 }
 
+/// How much of an input a message repeats.
+const ECHOED_CHARS: usize = 80;
+
+/// `input` as an error message repeats it: quoted and escaped, and cut to its first
+/// [`ECHOED_CHARS`] characters, so that a message stays readable whatever was sent.
+pub(crate) fn echoed(input: &str) -> String {
+    match input.char_indices().nth(ECHOED_CHARS) {
+        Some((end, _)) => format!("{:?}…", &input[..end]),
+        None => format!("{input:?}"),
+    }
+}
+
 /// The largest index at most `at` that falls on a character boundary of `text`.
 pub(crate) fn floor_char_boundary(text: &str, at: usize) -> usize {
     let mut end = at.min(text.len());
@@ -81,7 +93,16 @@ pub(crate) fn json_nests_deeper_than(json: &str, max: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{json_has_nul, json_nests_deeper_than, storable};
+    use super::{echoed, json_has_nul, json_nests_deeper_than, storable};
+
+    #[test]
+    fn an_echoed_input_is_quoted_and_cut_to_80_characters() {
+        assert_eq!(echoed("7\n"), "\"7\\n\"");
+        let long = "é".repeat(5_000);
+        let shown = echoed(&long);
+        assert_eq!(shown.matches('é').count(), 80);
+        assert!(shown.ends_with('…'));
+    }
 
     #[test]
     fn nul_characters_are_replaced() {

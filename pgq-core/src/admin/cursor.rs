@@ -57,7 +57,12 @@ impl FromStr for JobCursor {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let invalid = || format!("invalid cursor {s:?}: expected an id, or id@time");
+        let invalid = || {
+            format!(
+                "invalid cursor {}: expected an id, or id@time",
+                crate::text::echoed(s)
+            )
+        };
         let (id, at) = match s.split_once('@') {
             Some((id, at)) => (id, Some(at)),
             None => (s, None),
