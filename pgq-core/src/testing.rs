@@ -41,14 +41,19 @@ impl TestAttempt {
         }
     }
 
-    /// Starts over as attempt `attempt` of job `id`, keeping the state values.
+    /// Starts over as attempt `attempt` of job `id`, keeping the state values and a cancel
+    /// already asked for.
     pub fn renumber(&mut self, id: i64, attempt: i32) {
+        let cancelled = self.attempt.is_cancel_requested();
         self.attempt = AttemptState::new(
             JobId::from(id),
             attempt,
             Backend::Recording(Mutex::new(Recording::default())),
             AttemptTrace::none(),
         );
+        if cancelled {
+            self.attempt.request_cancel();
+        }
     }
 
     /// A switch that fires `ctx.cancelled()` from anywhere, also while the handler runs.

@@ -211,7 +211,9 @@ impl TestContext {
         self.inner.cancel_switch().cancel();
     }
 
-    /// A switch to cancel from another task while the handler runs.
+    /// A switch to cancel from another task while the handler runs. Take it once the context
+    /// is numbered: [`attempt`](Self::attempt) and [`job_id`](Self::job_id) start a new attempt,
+    /// which keeps a cancel already made but not the switches taken before.
     ///
     /// ```
     /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};

@@ -13,8 +13,9 @@ use pgq_core::{Job, JobStatus};
 enum Scheduled {
     At(DateTime<Utc>),
     Between(DateTime<Utc>, DateTime<Utc>),
-    /// Within this long of `base` (now when the assertion runs), either way.
-    Within(Duration, DateTime<Utc>),
+    /// Within the first duration (the slack), either way, of the second after now when the
+    /// assertion runs.
+    Within(Duration, Duration),
 }
 
 /// What a job must match besides its payload, for
@@ -71,7 +72,8 @@ impl Expect {
         self
     }
 
-    /// Scheduled to run between these times, both included.
+    /// Scheduled to run between these times, both included, to the microsecond (what
+    /// PostgreSQL keeps: a time given to the enqueue is stored cut to its microsecond).
     pub fn scheduled_between(mut self, from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
         self.scheduled = Some(Scheduled::Between(from, to));
         self
@@ -80,8 +82,7 @@ impl Expect {
     /// Scheduled to run `from_now` after now, give or take `slack`: for delays, whose exact time
     /// the database's clock decides.
     pub fn scheduled_within(mut self, from_now: Duration, slack: Duration) -> Self {
-        let base = Utc::now() + chrono::Duration::from_std(from_now).unwrap_or_default();
-        self.scheduled = Some(Scheduled::Within(slack, base));
+        self.scheduled = Some(Scheduled::Within(slack, from_now));
         self
     }
 
@@ -134,10 +135,18 @@ fn scheduled(expected: &Scheduled, run_at: DateTime<Utc>) -> bool {
     match expected {
         // PostgreSQL keeps microseconds.
         Scheduled::At(at) => run_at.timestamp_micros() == at.timestamp_micros(),
-        Scheduled::Between(from, to) => *from <= run_at && run_at <= *to,
-        Scheduled::Within(slack, base) => {
-            let slack = chrono::Duration::from_std(*slack).unwrap_or_default();
-            (run_at - *base).abs() <= slack
+        Scheduled::Between(from, to) => {
+            let run_at = run_at.timestamp_micros();
+            from.timestamp_micros() <= run_at && run_at <= to.timestamp_micros()
+        }
+        Scheduled::Within(slack, from_now) => {
+            // Beyond what chrono holds, a duration is as long as it gets.
+            let long =
+                |d: &Duration| chrono::Duration::from_std(*d).unwrap_or(chrono::Duration::MAX);
+            let base = Utc::now()
+                .checked_add_signed(long(from_now))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
+            (run_at - base).abs() <= long(slack)
         }
     }
 }
@@ -155,7 +164,9 @@ impl fmt::Display for Expect {
         match &self.scheduled {
             Some(Scheduled::At(at)) => write!(f, ", scheduled at {at}")?,
             Some(Scheduled::Between(from, to)) => write!(f, ", scheduled between {from} and {to}")?,
-            Some(Scheduled::Within(slack, base)) => write!(f, ", scheduled at {base} ± {slack:?}")?,
+            Some(Scheduled::Within(slack, from_now)) => {
+                write!(f, ", scheduled {from_now:?} from now ± {slack:?}")?
+            }
             None => {}
         }
         for (name, value) in &self.tags {

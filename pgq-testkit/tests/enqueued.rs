@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{Timelike, Utc};
 use pgq_core::{EnqueueOptions, JobStatus, Task};
 use pgq_testkit::{
     Expect, TestDatabase, all_enqueued, all_enqueued_in, assert_enqueued_with,
@@ -102,6 +102,27 @@ async fn options_narrow_what_matches() {
             .scheduled_within(Duration::from_secs(24 * 3600), Duration::from_secs(60))
             .priority(150)
             .queue("email")
+            .count(1),
+        is_7,
+    )
+    .await;
+    // Between bounds given to the nanosecond, the first of them the time enqueued: the stored
+    // time is cut to its microsecond, and still in.
+    let at_ns = at
+        .with_nanosecond(at.nanosecond() / 1_000 * 1_000 + 999)
+        .unwrap();
+    client
+        .enqueue_with(
+            SendReminder { user_id: 7 },
+            EnqueueOptions::default().run_at(at_ns).priority(7),
+        )
+        .await
+        .unwrap();
+    assert_enqueued_with::<SendReminder>(
+        pool,
+        Expect::default()
+            .scheduled_between(at_ns, at_ns + chrono::Duration::minutes(1))
+            .priority(7)
             .count(1),
         is_7,
     )

@@ -146,6 +146,13 @@ async fn the_cancellation_switch_fires_before_or_during_a_run() {
     assert_eq!(err.message(), "cancelled");
     assert!(ctx.progress().is_empty());
 
+    // Numbered after the cancel, it is still cancelled.
+    let ctx = TestContext::new().state(Limits { max_rows: 10 });
+    ctx.cancel();
+    let ctx = ctx.attempt(2).job_id(7);
+    let err = ctx.run(import("a.csv", 3)).await.unwrap_err();
+    assert_eq!(err.message(), "cancelled");
+
     let ctx = TestContext::new();
     let switch = ctx.cancel_switch();
     let (result, ()) = tokio::join!(ctx.run(Wait), async move {
