@@ -58,7 +58,8 @@ fn carries(dashboard: &Dashboard, token: &str, headers: &HeaderMap) -> bool {
         .and_then(|value| value.strip_prefix("Bearer "));
     if let Some(bearer) = bearer {
         // The given token signed and compared with the expected signature in constant time.
-        return secret.verify(PURPOSE, bearer, &expected);
+        // An empty one is never the token: a token configured empty lets no one in.
+        return !bearer.is_empty() && secret.verify(PURPOSE, bearer, &expected);
     }
     cookie::get(headers, SESSION_COOKIE)
         .is_some_and(|session| secret.verify(PURPOSE, token, session))
@@ -91,7 +92,7 @@ pub(crate) async fn login(
         .map(|(_, value)| value.as_str())
         .unwrap_or("");
     let expected = dashboard.secret.sign(PURPOSE, token);
-    if !dashboard.secret.verify(PURPOSE, given, &expected) {
+    if given.is_empty() || !dashboard.secret.verify(PURPOSE, given, &expected) {
         return login_page(
             &dashboard,
             StatusCode::UNAUTHORIZED,

@@ -90,7 +90,7 @@ impl DashboardConfig {
     /// Requires this token of every request: sent as `Authorization: Bearer <token>`, or typed
     /// once into the dashboard's login form, which keeps an HttpOnly, `SameSite=Strict` cookie.
     /// `pgq web` sets it; an application that mounts the router behind its own authentication
-    /// need not.
+    /// need not. An empty token is never accepted: configured empty, it lets no one in.
     ///
     /// ```
     /// let config = pgq_web::DashboardConfig::new().access_token("s3cret-from-the-environment");

@@ -33,6 +33,7 @@ pub(crate) async fn issue(
     mut request: Request,
     next: Next,
 ) -> Response {
+    host_from_authority(&mut request);
     let existing = cookie::get(request.headers(), NONCE_COOKIE)
         .filter(|nonce| nonce.len() == 64 && nonce.bytes().all(|b| b.is_ascii_hexdigit()))
         .map(str::to_owned);
@@ -48,6 +49,18 @@ pub(crate) async fn issue(
         }
     }
     response
+}
+
+/// Over HTTP/2 the host travels in the request's `:authority`, not in a `Host` header: that
+/// is the host an `Origin` is compared with.
+fn host_from_authority(request: &mut Request) {
+    if request.headers().contains_key(HOST) {
+        return;
+    }
+    let authority = request.uri().authority().map(|a| a.as_str().to_owned());
+    if let Some(host) = authority.and_then(|a| HeaderValue::from_str(&a).ok()) {
+        request.headers_mut().insert(HOST, host);
+    }
 }
 
 /// Why a POST was refused.

@@ -1,6 +1,6 @@
 //! [`Problem`]: a handler's failure, rendered as a page with the right status.
 
-use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::rejection::{FormRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
@@ -36,6 +36,12 @@ impl From<QueryRejection> for Problem {
     }
 }
 
+impl From<PathRejection> for Problem {
+    fn from(rejection: PathRejection) -> Self {
+        Problem::Unreadable(rejection.status(), rejection.body_text())
+    }
+}
+
 impl From<pgq_core::Error> for Problem {
     fn from(err: pgq_core::Error) -> Self {
         match err {
@@ -65,6 +71,17 @@ impl Problem {
             Problem::Unreadable(status, m) => (*status, m),
         };
         page::problem(dashboard, status, message)
+    }
+}
+
+/// How much of a request a message repeats.
+const ECHOED_CHARS: usize = 80;
+
+/// `input` as a message repeats it: quoted, and cut to its first [`ECHOED_CHARS`] characters.
+pub(crate) fn echoed(input: &str) -> String {
+    match input.char_indices().nth(ECHOED_CHARS) {
+        Some((end, _)) => format!("{:?}…", &input[..end]),
+        None => format!("{input:?}"),
     }
 }
 

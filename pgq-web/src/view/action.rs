@@ -3,7 +3,7 @@
 //! page that says what it did and what it left alone.
 
 use axum::Form;
-use axum::extract::rejection::FormRejection;
+use axum::extract::rejection::{FormRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -13,7 +13,7 @@ use pgq_core::{ActionReport, JobId};
 use crate::csrf;
 use crate::dashboard::Dashboard;
 use crate::page::{self, Section};
-use crate::problem::{Answer, Problem};
+use crate::problem::{Answer, Problem, echoed};
 
 /// A retried job gets at least this many attempts left.
 const RETRY_ATTEMPTS: u32 = 1;
@@ -27,14 +27,13 @@ fn field<'a>(fields: &'a Fields, name: &str) -> Option<&'a str> {
         .map(|(_, value)| value.as_str())
 }
 
-/// Refuses an action on a read-only dashboard, or without a valid token.
-fn allowed(dashboard: &Dashboard, headers: &HeaderMap, fields: &Fields) -> Result<(), Problem> {
+/// Refuses every action of a read-only dashboard, whatever the request holds.
+fn writable(dashboard: &Dashboard) -> Result<(), Problem> {
     if dashboard.config.read_only {
         return Err(Problem::Forbidden(
             "refused: this dashboard is read-only".to_owned(),
         ));
     }
-    csrf::check(dashboard, headers, fields)?;
     Ok(())
 }
 
@@ -44,9 +43,10 @@ pub(crate) async fn jobs(
     headers: HeaderMap,
     form: Result<Form<Fields>, FormRejection>,
 ) -> Answer {
-    let result = match form {
-        Ok(Form(fields)) => act_on_jobs(&dashboard, &headers, &fields).await,
-        Err(rejection) => Err(rejection.into()),
+    let result = match (writable(&dashboard), form) {
+        (Err(refused), _) => Err(refused),
+        (Ok(()), Ok(Form(fields))) => act_on_jobs(&dashboard, &headers, &fields).await,
+        (Ok(()), Err(rejection)) => Err(rejection.into()),
     };
     Answer(dashboard, result)
 }
@@ -56,14 +56,14 @@ async fn act_on_jobs(
     headers: &HeaderMap,
     fields: &Fields,
 ) -> Result<Response, Problem> {
-    allowed(dashboard, headers, fields)?;
+    csrf::check(dashboard, headers, fields)?;
     let ids = fields
         .iter()
         .filter(|(name, _)| name == "id")
         .map(|(_, value)| {
             value
                 .parse::<JobId>()
-                .map_err(|_| Problem::BadRequest(format!("invalid job id {value:?}")))
+                .map_err(|_| Problem::BadRequest(format!("invalid job id {}", echoed(value))))
         })
         .collect::<Result<Vec<_>, _>>()?;
     if ids.is_empty() {
@@ -78,7 +78,12 @@ async fn act_on_jobs(
         "cancel" => (client.cancel_jobs(ids).await?, "Cancelled"),
         "delete" => (client.delete_jobs(ids, false).await?, "Deleted"),
         "run_now" => (client.run_jobs_now(ids).await?, "Made due now"),
-        other => return Err(Problem::BadRequest(format!("unknown action {other:?}"))),
+        other => {
+            return Err(Problem::BadRequest(format!(
+                "unknown action {}",
+                echoed(other)
+            )));
+        }
     };
     let back = field(fields, "return_to")
         .filter(|path| is_own_path(path))
@@ -151,13 +156,17 @@ fn is_own_path(path: &str) -> bool {
 /// `POST /queues/{pause|resume}`: the `queue` field's queue.
 pub(crate) async fn queue(
     State(dashboard): State<Dashboard>,
-    Path(action): Path<String>,
+    action: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     form: Result<Form<Fields>, FormRejection>,
 ) -> Answer {
-    let result = match form {
-        Ok(Form(fields)) => act_on_queue(&dashboard, &action, &headers, &fields).await,
-        Err(rejection) => Err(rejection.into()),
+    let result = match (writable(&dashboard), action, form) {
+        (Err(refused), _, _) => Err(refused),
+        (Ok(()), Err(rejection), _) => Err(rejection.into()),
+        (Ok(()), _, Err(rejection)) => Err(rejection.into()),
+        (Ok(()), Ok(Path(action)), Ok(Form(fields))) => {
+            act_on_queue(&dashboard, &action, &headers, &fields).await
+        }
     };
     Answer(dashboard, result)
 }
@@ -168,7 +177,7 @@ async fn act_on_queue(
     headers: &HeaderMap,
     fields: &Fields,
 ) -> Result<Response, Problem> {
-    allowed(dashboard, headers, fields)?;
+    csrf::check(dashboard, headers, fields)?;
     let queue = field(fields, "queue").unwrap_or("");
     let done = match action {
         "pause" => {
@@ -179,7 +188,12 @@ async fn act_on_queue(
             dashboard.client.resume_queue(queue).await?;
             "Resumed"
         }
-        other => return Err(Problem::NotFound(format!("no queue action {other:?}"))),
+        other => {
+            return Err(Problem::NotFound(format!(
+                "no queue action {}",
+                echoed(other)
+            )));
+        }
     };
     let effect = if action == "pause" {
         "Workers stop claiming from it within a second; running jobs finish; enqueues still land."

@@ -2,6 +2,7 @@
 //! history, and the actions its status allows.
 
 use axum::Extension;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -10,33 +11,36 @@ use maud::{Markup, html};
 use pgq_core::{Job, JobId, JobStatus};
 
 use crate::clock;
+use crate::config::PayloadView;
 use crate::csrf::{self, CsrfToken};
 use crate::dashboard::Dashboard;
 use crate::page::{self, Section};
 use crate::payload;
 use crate::percent;
-use crate::problem::{Answer, Problem};
+use crate::problem::{Answer, Problem, echoed};
 
 /// `GET /jobs/{id}`. An id that is not a job id gets the dashboard's own page, not the
 /// router's plain-text rejection.
 pub(crate) async fn page(
     State(dashboard): State<Dashboard>,
     Extension(token): Extension<CsrfToken>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Answer {
-    let result = match job_id(&id) {
+    let result = match job_id(id) {
         Ok(id) => render(&dashboard, &token, id).await,
         Err(problem) => Err(problem),
     };
     Answer(dashboard, result)
 }
 
-/// The job id in a path, or a problem naming what was there instead (cut short).
-pub(crate) fn job_id(text: &str) -> Result<JobId, Problem> {
-    text.parse::<i64>().map(JobId::from).map_err(|_| {
+/// The job id in a path, or a problem naming what was there instead (cut short): a path that
+/// is not UTF-8 too, which the router would answer in plain text.
+pub(crate) fn job_id(path: Result<Path<String>, PathRejection>) -> Result<JobId, Problem> {
+    let Path(text) = path?;
+    text.parse::<JobId>().map_err(|_| {
         Problem::BadRequest(format!(
-            "{:?} is not a job id: a job id is a whole number",
-            text.chars().take(80).collect::<String>()
+            "{} is not a job id: a job id is a whole number from 1",
+            echoed(&text)
         ))
     })
 }
@@ -133,8 +137,14 @@ fn details(dashboard: &Dashboard, job: &Job, now: DateTime<Utc>) -> Markup {
             dt { "Queue" } dd { a href=(queue) { (job.queue) } }
             dt { "Priority" } dd { (job.priority) }
             dt { "Attempts" } dd #job-attempts { (job.attempts) " of " (job.max_attempts) }
+            // A unique key is made from payload fields: it is shown only with the payload.
             @if let Some(key) = &job.unique_key {
-                dt { "Unique key" } dd { code { (key) } }
+                dt { "Unique key" }
+                @if dashboard.config.payloads == PayloadView::Shown {
+                    dd { code { (key) } }
+                } @else {
+                    dd { "hidden with the payload" }
+                }
             }
             @for (label, at) in times {
                 @if let Some(at) = at {

@@ -15,7 +15,7 @@ use crate::csrf::{self, CsrfToken};
 use crate::dashboard::Dashboard;
 use crate::page::{self, Section};
 use crate::percent;
-use crate::problem::{Answer, Problem};
+use crate::problem::{Answer, Problem, echoed};
 
 /// Jobs a page unless the query asks for another number.
 const DEFAULT_LIMIT: usize = 50;
@@ -65,9 +65,9 @@ impl ListQuery {
                 "order" => query.order = value.clone(),
                 "after" => query.after = Some(value.parse()?),
                 "limit" => {
-                    query.limit = value
-                        .parse()
-                        .map_err(|_| format!("invalid limit {value:?}: expected a number"))?
+                    query.limit = value.parse().map_err(|_| {
+                        format!("invalid limit {}: expected a number", echoed(value))
+                    })?
                 }
                 _ => {}
             }
@@ -92,7 +92,7 @@ impl ListQuery {
             "" | "newest" => JobOrder::Newest,
             "oldest" => JobOrder::Oldest,
             "run_at" => JobOrder::RunAt,
-            other => return Err(format!("unknown order {other:?}")),
+            other => return Err(format!("unknown order {}", echoed(other))),
         });
         if let Some(after) = self.after {
             filter = filter.after(after);

@@ -4,6 +4,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -20,8 +21,11 @@ use crate::view::job::job_id;
 /// A comment every so often, so that proxies keep an idle stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-pub(crate) async fn events(State(dashboard): State<Dashboard>, Path(id): Path<String>) -> Response {
-    let id = match job_id(&id) {
+pub(crate) async fn events(
+    State(dashboard): State<Dashboard>,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    let id = match job_id(id) {
         Ok(id) => id,
         Err(problem) => return problem.page(&dashboard),
     };

@@ -167,3 +167,66 @@ async fn nested_with_an_access_token_the_login_leads_to_the_queues_under_the_pre
 
     browser.close().await;
 }
+
+/// Sends `request` as it is over a new connection and returns the status line and headers.
+async fn raw(url: &str, request: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    answer
+        .split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Over HTTP/2 the host travels in the request's authority and no `Host` header comes: a
+/// request whose target names its host (an absolute URI) and that has no `Host` is the same
+/// request over HTTP/1.1. Its `Origin` is compared with that host, not refused for want of one.
+#[tokio::test]
+async fn a_request_naming_its_host_only_in_its_target_signs_in() {
+    let db = TestDatabase::new().await;
+    let served = serve(db.client(), DashboardConfig::new().access_token(TOKEN), "").await;
+    let body = format!("token={TOKEN}");
+    let sign_in = |origin: &str| {
+        format!(
+            "POST {url}/login HTTP/1.1\r\norigin: {origin}\r\n\
+             content-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            body.len(),
+            url = served.url,
+        )
+    };
+    let head = raw(&served.url, sign_in(&served.url)).await;
+    assert!(head.starts_with("HTTP/1.1 303"), "{head}");
+    assert!(head.contains("pgq_session="), "{head}");
+    let head = raw(&served.url, sign_in("http://evil.example")).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+}
+
+/// A token configured empty lets no one in: an empty field or bearer header is never it.
+#[tokio::test]
+async fn an_empty_access_token_lets_no_one_in() {
+    let db = TestDatabase::new().await;
+    let served = serve(db.client(), DashboardConfig::new().access_token(""), "").await;
+    let browser = Browser::start().await;
+    browser.goto(&format!("{}/login", served.url)).await;
+    let statuses = browser
+        .run_async(
+            "const done = arguments[arguments.length - 1];
+             const body = new URLSearchParams({token: ''});
+             Promise.all([
+               fetch('/login', {method: 'POST', body, redirect: 'manual'}),
+               fetch('/login', {method: 'POST', body: new URLSearchParams(), redirect: 'manual'}),
+               fetch('/workers', {credentials: 'omit', headers: {Authorization: 'Bearer '}}),
+               fetch('/workers'),
+             ]).then(rs => done(rs.map(r => r.status)));",
+        )
+        .await;
+    assert_eq!(statuses, serde_json::json!([401, 401, 401, 401]));
+    browser.close().await;
+}

@@ -8,7 +8,7 @@ use pgq_web::DashboardConfig;
 use serde_json::json;
 
 use crate::browser::Browser;
-use crate::support::{Deliver, paused_queues, serve};
+use crate::support::{Deliver, Ping, paused_queues, serve};
 
 const SCRIPT: &str = "<script>window.pwned = 1</script>";
 const IMG: &str = "<img src=x onerror=\"window.pwned = 2\">";
@@ -158,6 +158,7 @@ async fn own_page(browser: &Browser, url: &str, path: &str, status: u16, shown: 
 #[tokio::test]
 async fn addresses_methods_and_bodies_it_cannot_serve_get_the_dashboards_own_pages() {
     let db = TestDatabase::new().await;
+    db.client().enqueue(Ping { n: 1 }).await.unwrap();
     let served = serve(db.client(), DashboardConfig::new(), "").await;
     let browser = Browser::start().await;
 
@@ -198,6 +199,28 @@ async fn addresses_methods_and_bodies_it_cannot_serve_get_the_dashboards_own_pag
             400,
             "&quot;abc&quot; is not a job id",
         ),
+        ("GET", "/jobs/%FF", "", "", 400, "UTF-8"),
+        ("GET", "/jobs/%FF/live", "", "", 400, "UTF-8"),
+        (
+            "POST",
+            "/queues/%FF",
+            "application/x-www-form-urlencoded",
+            "queue=mail",
+            400,
+            "UTF-8",
+        ),
+        (
+            "GET",
+            "/jobs/0",
+            "",
+            "",
+            400,
+            "&quot;0&quot; is not a job id",
+        ),
+        // PostgreSQL's text holds no NUL: refused before the database, with a job in the table
+        // that a search would otherwise reach.
+        ("GET", "/jobs?task=%00", "", "", 400, "NUL"),
+        ("GET", "/jobs?error=a%00b", "", "", 400, "NUL"),
         (
             "POST",
             "/jobs/action",
@@ -260,6 +283,24 @@ async fn addresses_methods_and_bodies_it_cannot_serve_get_the_dashboards_own_pag
                 "{what} says what it allows"
             );
         }
+    }
+
+    // What a request held is repeated cut to 80 characters, however long it was.
+    let long = "a".repeat(5_000);
+    for path in [
+        format!("/jobs?order={long}"),
+        format!("/jobs?limit={long}"),
+        format!("/jobs/{long}"),
+    ] {
+        let page = browser
+            .run_async(&format!(
+                "const done = arguments[arguments.length - 1];
+                 fetch({path:?}).then(r => r.text().then(done));"
+            ))
+            .await;
+        let page = page.as_str().unwrap();
+        assert!(page.contains(&"a".repeat(80)), "{page}");
+        assert!(!page.contains(&"a".repeat(81)), "{page}");
     }
     browser.close().await;
 }

@@ -3,12 +3,20 @@
 
 use std::sync::Arc;
 
-use pgq_core::JobStatus;
+use pgq_core::{JobStatus, Task};
 use pgq_testkit::TestDatabase;
 use pgq_web::{DashboardConfig, PayloadView};
+use serde::{Deserialize, Serialize};
 
 use crate::browser::Browser;
-use crate::support::{Deliver, Gate, serve, status, wait_for_status, worker};
+use crate::support::{Deliver, Gate, paused_queues, serve, status, wait_for_status, worker};
+
+/// A task whose unique key is made from its payload.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "mail", unique_key = "welcome:{to}")]
+struct Welcome {
+    to: String,
+}
 
 /// A failed job to act on, and the client.
 async fn failed_job(db: &TestDatabase) -> pgq_core::JobId {
@@ -84,6 +92,23 @@ async fn a_read_only_dashboard_shows_no_actions_and_refuses_them() {
     assert_eq!(answer, 403);
     assert_eq!(status(&client, id).await, JobStatus::Failed);
 
+    // Whatever else the request holds: a body it cannot read, an address that is not UTF-8.
+    for (path, content_type) in [
+        ("/jobs/action", "application/json"),
+        ("/queues/pause", "text/plain"),
+        ("/queues/%FF", "application/x-www-form-urlencoded"),
+    ] {
+        let answer = browser
+            .run_async(&format!(
+                "const done = arguments[arguments.length - 1];
+                 fetch({path:?}, {{method: 'POST', headers: {{'content-type': {content_type:?}}},
+                                   body: 'queue=mail'}}).then(r => done(r.status));"
+            ))
+            .await;
+        assert_eq!(answer, 403, "{path}");
+    }
+    assert!(paused_queues(&client).await.is_empty());
+
     browser.close().await;
 }
 
@@ -93,6 +118,14 @@ async fn masked_and_hidden_payloads_keep_their_values_off_the_page() {
     let client = db.client();
     let id = client
         .enqueue(Deliver {
+            to: "secret@example.com".into(),
+        })
+        .await
+        .unwrap()
+        .id();
+    // Its unique key holds the same value.
+    let keyed = client
+        .enqueue(Welcome {
             to: "secret@example.com".into(),
         })
         .await
@@ -113,6 +146,18 @@ async fn masked_and_hidden_payloads_keep_their_values_off_the_page() {
     assert!(browser.text("#payload").await.contains("hidden"));
     let source = browser.client.source().await.unwrap();
     assert!(!source.contains("secret@example.com"));
+
+    for url in [&masked.url, &hidden.url] {
+        browser.goto(&format!("{url}/jobs/{keyed}")).await;
+        let source = browser.client.source().await.unwrap();
+        assert!(!source.contains("secret@"), "{url}: {source}");
+        assert!(
+            browser
+                .page_text()
+                .await
+                .contains("hidden with the payload")
+        );
+    }
 
     browser.close().await;
 }
