@@ -139,14 +139,17 @@ impl Drain {
     }
 
     /// Whether a handler's panic is recorded as the failed attempt it is in production
-    /// (`true`, the default) or fails the test at once with the handler's message (`false`).
+    /// (`true`, the default) or fails the test at once with the handler's message (`false`):
+    /// no attempt runs after the one that panicked, whose outcome is written as a worker
+    /// writes it.
     pub fn with_safety(mut self, safety: bool) -> Self {
         self.safety = safety;
         self
     }
 
     /// At most this many attempts (default [`DRAIN_LIMIT`](pgq_core::limits::DRAIN_LIMIT)):
-    /// a bound for jobs that keep enqueueing jobs.
+    /// a bound for jobs that keep enqueueing jobs. A larger one runs rounds of at most that
+    /// many until it is reached or nothing is due.
     pub fn limit(mut self, attempts: usize) -> Self {
         self.limit = attempts.max(1);
         self
@@ -172,10 +175,16 @@ impl Drain {
             if let Some(configure) = &self.configure {
                 builder = configure(builder);
             }
+            // Without safety, one attempt a round, so that none runs after a panic.
+            let round_limit = if self.safety {
+                self.limit - drained.len()
+            } else {
+                1
+            };
             let round = builder
                 .build()
                 .unwrap_or_else(|err| panic!("cannot build the draining worker: {err}"))
-                .drain_at_most(self.limit - drained.len())
+                .drain_at_most(round_limit)
                 .await
                 .unwrap_or_else(|err| panic!("drain failed: {err}"));
             if !self.safety
@@ -193,9 +202,15 @@ impl Drain {
                 );
             }
             let ran = !round.is_empty();
+            let cut_short = round.len() >= round_limit.min(pgq_core::limits::DRAIN_LIMIT);
             drained.extend(round);
             if drained.len() >= self.limit {
                 return drained;
+            }
+            // A round that stopped at its bound (one attempt without safety, a worker's drain
+            // limit) may have left due jobs.
+            if ran && cut_short {
+                continue;
             }
             // A round may leave jobs for later (retries backing off, jobs enqueued with a
             // delay): with scheduled jobs included, run rounds until one runs nothing.

@@ -1,10 +1,10 @@
-//! [`Inline`]: the inline testing mode, where an enqueue runs its job at once in the caller's
-//! task, without a worker. The manual mode, where jobs wait for a [`drain`](crate::drain), is
+//! [`Inline`]: the inline testing mode, where an enqueue runs its job before it returns,
+//! without a worker. The manual mode, where jobs wait for a [`drain`](crate::drain), is
 //! every client's default.
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::future::BoxFuture;
 use pgq_core::__testkit::InlineRunner;
@@ -87,8 +87,8 @@ impl Inline {
     pub fn client(self, client: &Client) -> Client {
         let runner = Runner {
             inline: self,
-            depth: AtomicUsize::new(0),
-            too_deep: AtomicBool::new(false),
+            depth: 1,
+            too_deep: None,
         };
         client.clone().with_inline_runner(Some(Arc::new(runner)))
     }
@@ -102,11 +102,14 @@ pub fn manual(client: &Client) -> Client {
 #[derive(Debug)]
 struct Runner {
     inline: Inline,
-    /// Inline runs under way: more than one when a job enqueues a job.
-    depth: AtomicUsize,
-    /// Set when jobs nested deeper than [`MAX_INLINE_DEPTH`]: every run under way stops after
-    /// its current job, and the outermost fails the test.
-    too_deep: AtomicBool,
+    /// How deep this runner's runs are: 1 for the client's own enqueues, one more for each
+    /// level of jobs enqueued by inline jobs.
+    depth: usize,
+    /// Set when the jobs of one enqueue nest deeper than [`MAX_INLINE_DEPTH`]: every run that
+    /// enqueue started stops after its current job, and the enqueue fails the test. Shared by
+    /// those runs only (`None` for the client's own runner: each of its enqueues makes one), so
+    /// that enqueues running at once count as siblings, not as nesting.
+    too_deep: Option<Arc<AtomicBool>>,
 }
 
 impl InlineRunner<Client> for Runner {
@@ -116,18 +119,23 @@ impl InlineRunner<Client> for Runner {
         queue: &'a str,
     ) -> BoxFuture<'a, pgq_core::Result<()>> {
         Box::pin(async move {
-            let depth = self.depth.fetch_add(1, Ordering::SeqCst) + 1;
-            let _leave = Leave(&self.depth);
-            if depth > MAX_INLINE_DEPTH {
+            let too_deep = self.too_deep.clone().unwrap_or_default();
+            if self.depth > MAX_INLINE_DEPTH {
                 // Not a panic here: the worker running the enqueuing job would record it as
                 // that job's failure and go on with the next one.
-                self.too_deep.store(true, Ordering::SeqCst);
+                too_deep.store(true, Ordering::SeqCst);
                 return Ok(());
             }
-            // One attempt at a time, so that a run stops as soon as the jobs nest too deep. On
-            // the inline client, so that `ctx.enqueue` in a handler runs its job inline too.
-            while !self.too_deep.load(Ordering::SeqCst) {
-                let ran = Drain::new(client)
+            // The jobs these jobs enqueue, with `ctx.enqueue` on the worker's client, run
+            // inline a level deeper.
+            let nested = client.clone().with_inline_runner(Some(Arc::new(Runner {
+                inline: self.inline.clone(),
+                depth: self.depth + 1,
+                too_deep: Some(too_deep.clone()),
+            })));
+            // One attempt at a time, so that a run stops as soon as the jobs nest too deep.
+            while !too_deep.load(Ordering::SeqCst) {
+                let ran = Drain::new(&nested)
                     .queue(queue)
                     .with_safety(self.inline.safety)
                     .configured(self.inline.configure.clone())
@@ -138,7 +146,7 @@ impl InlineRunner<Client> for Runner {
                     break;
                 }
             }
-            if depth == 1 && self.too_deep.swap(false, Ordering::SeqCst) {
+            if self.depth == 1 && too_deep.load(Ordering::SeqCst) {
                 panic!(
                     "inline jobs of queue {queue:?} enqueued jobs more than {MAX_INLINE_DEPTH} \
                      deep: does a job enqueue itself?"
@@ -146,14 +154,5 @@ impl InlineRunner<Client> for Runner {
             }
             Ok(())
         })
-    }
-}
-
-/// Counts an inline run out when it ends, even by a panic.
-struct Leave<'a>(&'a AtomicUsize);
-
-impl Drop for Leave<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -26,8 +26,13 @@ struct Remind {
 }
 
 #[derive(Debug, Serialize, Deserialize, Task)]
-#[task(queue = "fragile")]
+#[task(queue = "fragile", priority = 200)]
 struct Fragile;
+
+/// Runs after a [`Fragile`] job in its queue.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "fragile")]
+struct Sturdy;
 
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "forever")]
@@ -72,6 +77,13 @@ impl Handler for Remind {
 impl Handler for Fragile {
     async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
         panic!("the parser choked");
+    }
+}
+
+#[async_trait]
+impl Handler for Sturdy {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
     }
 }
 
@@ -125,7 +137,8 @@ async fn with_safety_off_a_handlers_panic_fails_the_test() {
     let drained = Drain::new(&client).queue("fragile").run().await;
     assert_eq!(drained[0].outcome, JobOutcome::Retrying);
 
-    client.enqueue(Fragile).await.unwrap();
+    let fragile = client.enqueue(Fragile).await.unwrap().id();
+    let sturdy = client.enqueue(Sturdy).await.unwrap().id();
     let unsafe_drain = Drain::new(&client).queue("fragile").with_safety(false);
     let panic = tokio::spawn(unsafe_drain.run())
         .await
@@ -133,6 +146,13 @@ async fn with_safety_off_a_handlers_panic_fails_the_test() {
         .into_panic();
     let message = panic.downcast::<String>().map(|m| *m).unwrap_or_default();
     assert!(message.contains("the parser choked"), "{message}");
+    // At once: the job after it did not run, and the panicked one ran once.
+    let sturdy = client.job(sturdy).await.unwrap().unwrap();
+    assert_eq!(
+        (sturdy.status, sturdy.attempts),
+        (pgq_core::JobStatus::Pending, 0)
+    );
+    assert_eq!(client.job(fragile).await.unwrap().unwrap().attempts, 1);
 }
 
 #[tokio::test]

@@ -223,3 +223,23 @@ async fn a_test_may_return_a_result(client: Client) -> pgq_core::Result<()> {
     assert_eq!(status(&client, id).await, JobStatus::Pending);
     Ok(())
 }
+
+/// Enqueues made at once (a server under test answering requests together) are siblings, not
+/// nesting: more of them than the nesting bound run every job, and none fails the test.
+#[pgq_testkit::test]
+async fn many_inline_enqueues_at_once_are_not_nesting(db: TestDatabase) {
+    let outbox = Arc::new(Outbox::default());
+    let client = inline(&db, &outbox);
+    let enqueues = (0..2 * pgq_testkit::MAX_INLINE_DEPTH as i64).map(|user_id| {
+        let client = client.clone();
+        tokio::spawn(async move { client.enqueue(Signup { user_id }).await.unwrap().id() })
+    });
+    let ids = futures_util::future::join_all(enqueues).await;
+    for id in ids {
+        assert_eq!(status(&client, id.unwrap()).await, JobStatus::Completed);
+    }
+    assert_eq!(
+        outbox.0.load(Ordering::SeqCst),
+        2 * pgq_testkit::MAX_INLINE_DEPTH
+    );
+}

@@ -40,8 +40,9 @@ pub struct DrainedJob {
     pub error: Option<String>,
 }
 
-/// Claims one due job at a time, in priority order across the queues, with the same claim
-/// statement as a dispatcher's tick, and runs it to its end.
+/// Claims one due job at a time, with the same claim statement as a dispatcher's tick, and runs
+/// it to its end: the queues take turns, a job each, and each queue's jobs come in its claim
+/// order (priority, then run time, then id).
 pub(crate) async fn drain(
     executor: Arc<Executor>,
     reporter: &Reporter,
