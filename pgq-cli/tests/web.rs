@@ -13,11 +13,16 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 /// One HTTP/1.1 GET of `path` from `addr`; the status code and the body.
 async fn get(addr: &str, path: &str, bearer: Option<&str>) -> (u16, String) {
+    get_as(addr, addr, path, bearer).await
+}
+
+/// [`get`] with `host` as the request's `Host`.
+async fn get_as(addr: &str, host: &str, path: &str, bearer: Option<&str>) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let auth = bearer
         .map(|token| format!("Authorization: Bearer {token}\r\n"))
         .unwrap_or_default();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();
@@ -25,19 +30,22 @@ async fn get(addr: &str, path: &str, bearer: Option<&str>) -> (u16, String) {
     (status, response)
 }
 
-#[tokio::test]
-async fn pgq_web_serves_the_dashboard_to_holders_of_its_token() {
-    let db = TestDatabase::new().await;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pgq"))
+/// Starts `pgq web` on a free loopback port with `token` (none: without one); the child and the
+/// address it listens on.
+async fn start(db: &TestDatabase, token: Option<&str>) -> (tokio::process::Child, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pgq"));
+    command
         .args(["web", "--bind", "127.0.0.1:0", "--read-only"])
         .env("DATABASE_URL", db.url())
-        .env("PGQ_WEB_TOKEN", "let-me-in")
         .env_remove("PGQ_SCHEMA")
+        .env_remove("PGQ_WEB_TOKEN")
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+        .kill_on_drop(true);
+    if let Some(token) = token {
+        command.env("PGQ_WEB_TOKEN", token);
+    }
+    let mut child = command.spawn().unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let line = tokio::time::timeout(LIMIT, lines.next_line())
         .await
@@ -51,6 +59,13 @@ async fn pgq_web_serves_the_dashboard_to_holders_of_its_token() {
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
     assert!(line.contains("read-only"), "{line}");
+    (child, addr)
+}
+
+#[tokio::test]
+async fn pgq_web_serves_the_dashboard_to_holders_of_its_token() {
+    let db = TestDatabase::new().await;
+    let (_child, addr) = start(&db, Some("let-me-in")).await;
 
     let (status, page) = get(&addr, "/", Some("let-me-in")).await;
     assert_eq!(status, 200, "{page}");
@@ -78,4 +93,24 @@ async fn pgq_web_refuses_a_public_address_without_a_token() {
         stderr.contains("refusing to serve 0.0.0.0:0 without an access token"),
         "{stderr}"
     );
+}
+
+/// Without a token, a page of another site that gets its name to resolve to this host (DNS
+/// rebinding) is not answered: only requests addressed to a loopback name are.
+#[tokio::test]
+async fn pgq_web_without_a_token_answers_only_requests_addressed_to_this_host() {
+    let db = TestDatabase::new().await;
+    let (_child, addr) = start(&db, None).await;
+    let port = addr.rsplit(':').next().unwrap();
+    for host in [addr.clone(), format!("localhost:{port}")] {
+        let (status, page) = get_as(&addr, &host, "/", None).await;
+        assert_eq!(status, 200, "{host}: {page}");
+    }
+    let (status, page) = get_as(&addr, &format!("rebound.example:{port}"), "/", None).await;
+    assert_eq!(status, 421, "{page}");
+    assert!(page.contains("--token"), "{page}");
+    // With a token, the token is the guard, whatever the name.
+    let (_child, addr) = start(&db, Some("let-me-in")).await;
+    let (status, _) = get_as(&addr, "dashboard.internal", "/", Some("let-me-in")).await;
+    assert_eq!(status, 200);
 }
