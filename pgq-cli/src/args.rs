@@ -158,16 +158,19 @@ pub(crate) enum QueuesCommand {
     /// Stop every worker claiming from a queue, until resumed.
     Pause {
         /// The queue.
+        #[arg(value_parser = parse_queue)]
         name: String,
     },
     /// Let workers claim from a paused queue again.
     Resume {
         /// The queue.
+        #[arg(value_parser = parse_queue)]
         name: String,
     },
     /// Run at most N jobs of a queue at once across all workers; `none` lifts the limit.
     Limit {
         /// The queue.
+        #[arg(value_parser = parse_queue)]
         name: String,
         /// The most jobs claimed or running at once (1 or more), or `none`.
         #[arg(value_parser = parse_limit)]
@@ -177,11 +180,20 @@ pub(crate) enum QueuesCommand {
     /// `5/500ms`); `none` lifts the rate limit.
     Rate {
         /// The queue.
+        #[arg(value_parser = parse_queue)]
         name: String,
         /// N/s, N/m, N/h or N/<duration>, or `none`.
         #[arg(value_parser = parse_rate)]
         rate: QueueRate,
     },
+}
+
+/// A queue name, checked as every call that takes one checks it, before anything is touched.
+fn parse_queue(text: &str) -> Result<String, String> {
+    match pgq_core::JobFilter::new().queue(text).validate() {
+        Err(pgq_core::Error::InvalidFilter(reason)) => Err(reason),
+        _ => Ok(text.to_owned()),
+    }
 }
 
 /// A queue's rate limit as given on the command line.

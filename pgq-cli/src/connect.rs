@@ -61,33 +61,33 @@ pub(crate) async fn client_with(global: &Global, connections: u32) -> Result<Cli
     }
 }
 
-/// `url` without its password, wherever it is: `user:secret@` or `password=secret`.
+/// `url` without its password, wherever it is: `user:secret@` (the secret may hold `@`, `?`
+/// or `/`: the user info ends at the last `@`) or `password=secret`. A string that is not a URL
+/// (a `key=value` connection string may hold `password=`) is not shown at all.
 pub(crate) fn redact(url: &str) -> String {
-    let (base, query) = match url.split_once('?') {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(not shown: it is not a URL)".to_owned();
+    };
+    let rest = match rest.rfind('@') {
+        Some(at) => {
+            let user = rest[..at].split(':').next().unwrap_or_default();
+            format!("{user}{}", &rest[at..])
+        }
+        None => rest.to_owned(),
+    };
+    let (base, query) = match rest.split_once('?') {
         Some((base, query)) => (base, Some(query)),
-        None => (url, None),
+        None => (rest.as_str(), None),
     };
-    let base = match (base.find("://"), base.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let user_info = &base[scheme_end + 3..at];
-            let user = user_info.split(':').next().unwrap_or_default();
-            format!("{}{user}{}", &base[..scheme_end + 3], &base[at..])
-        }
-        _ => base.to_owned(),
-    };
-    match query {
-        None => base,
-        Some(query) => {
-            let kept: Vec<&str> = query
-                .split('&')
-                .filter(|pair| !pair.to_ascii_lowercase().starts_with("password="))
-                .collect();
-            if kept.is_empty() {
-                base
-            } else {
-                format!("{base}?{}", kept.join("&"))
-            }
-        }
+    let kept: Vec<&str> = query
+        .into_iter()
+        .flat_map(|query| query.split('&'))
+        .filter(|pair| !pair.to_ascii_lowercase().starts_with("password="))
+        .collect();
+    if kept.is_empty() {
+        format!("{scheme}://{base}")
+    } else {
+        format!("{scheme}://{base}?{}", kept.join("&"))
     }
 }
 
@@ -107,5 +107,17 @@ mod tests {
         );
         assert_eq!(redact("postgres://app@db/app"), "postgres://app@db/app");
         assert_eq!(redact("postgres://db/app?Password=x"), "postgres://db/app");
+        assert_eq!(
+            redact("postgres://app:p?ss@db/app"),
+            "postgres://app@db/app"
+        );
+        assert_eq!(
+            redact("postgres://app:p@s/s@db/app?x=1"),
+            "postgres://app@db/app?x=1"
+        );
+        assert_eq!(
+            redact("host=db user=app password=s3cret"),
+            "(not shown: it is not a URL)"
+        );
     }
 }

@@ -17,8 +17,14 @@ pub(crate) fn line(text: &str) -> std::io::Result<()> {
     writeln!(std::io::stdout().lock(), "{text}")
 }
 
-/// Prints rows under a header, each column as wide as its widest cell.
+/// Prints rows under a header, each column as wide as its widest cell, every cell
+/// [`printable`].
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| printable(cell)).collect())
+        .collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -36,6 +42,21 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
     Ok(())
+}
+
+/// Text from the database as a terminal may show it: each control character (an escape
+/// sequence's start, a line break) written as its escape, `\u{1b}`, `\n`, so that no stored
+/// value can move the cursor, retitle the window or forge a line of output.
+pub(crate) fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// A time as people read it, to the second.
@@ -64,7 +85,16 @@ pub(crate) fn short(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::short;
+    use super::{printable, short};
+
+    #[test]
+    fn control_characters_are_written_as_their_escapes() {
+        assert_eq!(
+            printable("\u{1b}]0;pwned\u{7}\nnext"),
+            "\\u{1b}]0;pwned\\u{7}\\nnext"
+        );
+        assert_eq!(printable("café · 東京"), "café · 東京");
+    }
 
     #[test]
     fn long_and_multi_line_text_is_cut_to_one_line() {

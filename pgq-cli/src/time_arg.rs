@@ -22,7 +22,8 @@ pub(crate) fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
 }
 
 fn parse_age(text: &str) -> Option<TimeDelta> {
-    let unit_at = text.len().checked_sub(1)?;
+    // The unit is the last character, whatever its width in bytes.
+    let (unit_at, _) = text.char_indices().next_back()?;
     let (number, unit) = text.split_at(unit_at);
     let number: i64 = number.parse().ok().filter(|n| *n >= 0)?;
     match unit {
@@ -65,6 +66,9 @@ mod tests {
             "yesterday",
             "2026-13-01",
             "99999999999999d",
+            "é",
+            "7д",
+            "15m\u{a0}",
         ] {
             assert!(parse_time(bad).is_err(), "{bad}");
         }

@@ -420,3 +420,102 @@ async fn a_database_that_is_not_there_is_named_with_the_servers_reason() {
     // Not the line of PostgreSQL's source that raised it, which sqlx's own text adds.
     assert!(!message.contains(" at line "), "{message}");
 }
+
+/// Stored text can hold terminal escape sequences (an error, a stage, a unique key): `jobs show`
+/// and `jobs list` write each control character as its escape, never raw.
+#[tokio::test]
+async fn stored_control_characters_reach_the_terminal_escaped() {
+    let db = TestDatabase::new().await;
+    let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[2J\nforged line";
+    let id = db
+        .client()
+        .enqueue(Mail {
+            to: "x@example.com".into(),
+        })
+        .await
+        .unwrap()
+        .id();
+    // Along the allowed moves: running with the stage, then failed with the error.
+    for (status, phase) in [("running", 1), ("failed", 2)] {
+        sqlx::query(
+            "UPDATE pgq.jobs SET status = $2, phase = $3, attempts = 1, worker_id = 'w',
+                    claimed_at = now(), started_at = now(), current_stage = $4,
+                    lease_expires_at = CASE WHEN $3 = 1 THEN now() + interval '1 hour' END,
+                    completed_at = CASE WHEN $3 = 2 THEN now() END,
+                    last_error = CASE WHEN $3 = 2 THEN $4 END,
+                    errors = CASE WHEN $3 = 2 THEN jsonb_build_array(jsonb_build_object(
+                        'attempt', 1, 'error', $4::text, 'at', now())) ELSE errors END
+             WHERE id = $1",
+        )
+        .bind(id.get())
+        .bind(status)
+        .bind(phase)
+        .bind(hostile)
+        .execute(db.pool())
+        .await
+        .unwrap();
+    }
+    for args in [
+        vec!["jobs", "show", &*id.to_string()],
+        vec!["jobs", "list", "--status", "failed"],
+    ] {
+        let output = pgq(&db, &args);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        let out = stdout(&output);
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{7}'),
+            "{args:?}: {out:?}"
+        );
+        assert!(!out.contains("\nforged line"), "{args:?}: {out:?}");
+    }
+    assert!(stdout(&pgq(&db, &["jobs", "show", &id.to_string()])).contains("\\u{1b}]0;pwned"));
+}
+
+/// What is refused without the database: a queue name no queue can have, an age whose unit is
+/// not ASCII. An unreachable database shows it: the answer is the usage error, exit 2.
+#[test]
+fn bad_names_and_times_are_refused_before_connecting() {
+    for args in [
+        &["queues", "pause", "bad name"][..],
+        &["queues", "limit", "bad name", "3"],
+        &["queues", "rate", "", "5/s"],
+        &["queues", "resume", &"q".repeat(65)],
+        &["jobs", "list", "--finished-after", "7д"],
+        &["jobs", "list", "--created-after", "é"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_pgq"))
+            .args(args)
+            .args(["--database-url", "postgres://app@127.0.0.1:1/app"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(!stderr(&output).contains("cannot connect"), "{args:?}");
+    }
+}
+
+/// A libpq `key=value` string, or a URL whose password holds `?` or `@`, never shows its
+/// password.
+#[test]
+fn a_connection_string_never_shows_its_password() {
+    for url in [
+        "host=127.0.0.1 port=1 user=app password=s3cret",
+        "postgres://app:s3c?ret@127.0.0.1:1/app",
+        "postgres://app:s3c@ret@127.0.0.1:1/app",
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_pgq"))
+            .args(["stats", "--database-url", url])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_ne!(output.status.code(), Some(0), "{url}");
+        let message = stderr(&output);
+        assert!(!message.contains("s3c"), "{url}: {message}");
+        assert!(!message.is_empty(), "{url} says why");
+    }
+}

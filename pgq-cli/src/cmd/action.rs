@@ -257,7 +257,7 @@ async fn preview(client: &Client, verb: Verb, ids: &[JobId]) -> Result<(), Failu
             let line = format!(
                 "  {}  {}  {}  {}  {}",
                 job.id,
-                job.task,
+                output::printable(&job.task),
                 job.queue,
                 job.status,
                 output::short(job.last_error.as_deref().unwrap_or(""), 50)

@@ -21,7 +21,7 @@ pub(crate) async fn run(global: &Global, id: JobId) -> Outcome {
         output::json(&value)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let field = |name: &str, value: String| format!("{name:<12} {value}");
+    let field = |name: &str, value: String| format!("{name:<12} {}", output::printable(&value));
     let mut lines = vec![
         field("id", job.id.to_string()),
         field("task", job.task.clone()),
@@ -75,7 +75,7 @@ pub(crate) async fn run(global: &Global, id: JobId) -> Outcome {
                 "  attempt {} at {}: {}",
                 error.attempt,
                 output::time(error.at),
-                error.error
+                output::printable(&error.error)
             ));
         }
     }
