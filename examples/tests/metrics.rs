@@ -124,6 +124,37 @@ async fn every_outcome_is_counted_and_timed_by_task_and_queue() {
         assert!(gauges.iter().any(|g| g == gauge), "{gauge} in {gauges:?}");
     }
 
+    // A schedule's jobs are counted as every other enqueue's.
+    let mut clock = pgq_testkit::ScheduleClock::start(&client, chrono::Utc::now())
+        .await
+        .with(pgq_core::Schedule::cron("0 * * * * *"), || Metered {
+            outcome: "ok".into(),
+        })
+        .await;
+    let tick = clock.next_tick().await.expect("a minutely schedule ticks");
+    assert_eq!(tick.jobs.len(), 1);
+    let enqueued = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .find_map(|(key, _, _, value)| {
+            let labels: Vec<(String, String)> = key
+                .key()
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            let metered = labels.contains(&("queue".into(), "metered".into()));
+            match value {
+                DebugValue::Counter(n)
+                    if key.key().name() == "pgq_jobs_enqueued_total" && metered =>
+                {
+                    Some(n)
+                }
+                _ => None,
+            }
+        });
+    assert_eq!(enqueued, Some(5));
+
     // The queues' depth follows the jobs waiting, whatever the finished jobs beside them: a
     // worker's own queue with only finished jobs reads empty, a queue it does not serve reads
     // its waiting job, and empty again once that job is gone.
@@ -227,5 +258,13 @@ async fn the_prometheus_example_serves_pgq_metrics_for_scraping() {
         sample("pgq_job_run_seconds_count", "queue=\"reports\""),
         14.0
     );
+    // Histograms, as docs/observability.md says: buckets that add up across workers.
+    for histogram in ["pgq_job_run_seconds", "pgq_job_wait_seconds"] {
+        assert!(
+            response.contains(&format!("# TYPE {histogram} histogram")),
+            "{histogram} in\n{response}"
+        );
+    }
+    assert!(sample("pgq_job_run_seconds_bucket", "le=\"+Inf\"") >= 1.0);
     example.kill().await.unwrap();
 }

@@ -106,4 +106,22 @@ async fn the_jobs_span_continues_the_trace_of_the_request_that_enqueued_it() {
         .find(|kv| kv.key.as_str() == "job.outcome")
         .map(|kv| kv.value.to_string());
     assert_eq!(outcome.as_deref(), Some("completed"));
+
+    // A schedule's job belongs to no caller's trace, whatever span its schedule was read in.
+    let mut clock = pgq_testkit::ScheduleClock::start(&client, chrono::Utc::now())
+        .await
+        .with(pgq_core::Schedule::cron("0 * * * * *"), || Traced {
+            order: 7,
+        })
+        .await;
+    let tick = clock
+        .next_tick()
+        .instrument(tracing::info_span!("startup"))
+        .await
+        .expect("a minutely schedule ticks");
+    let job = client.job(tick.jobs[0]).await.unwrap().unwrap();
+    let meta = job
+        .meta
+        .expect("a schedule's job is tagged with its schedule");
+    assert!(meta.get("trace").is_none(), "{meta}");
 }

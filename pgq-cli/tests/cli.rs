@@ -257,6 +257,19 @@ async fn a_queue_limit_is_set_and_lifted_from_the_command_line() {
     );
     let table = stdout(&pgq(&db, &["queues", "list"]));
     assert!(table.lines().next().unwrap().contains("LIMIT"), "{table}");
+    assert!(
+        pgq(&db, &["queues", "rate", "cli", "20/s"])
+            .status
+            .success()
+    );
+    let table = stdout(&pgq(&db, &["queues", "list"]));
+    assert!(table.lines().next().unwrap().contains("RATE"), "{table}");
+    assert!(table.contains("20/1s"), "{table}");
+    assert!(
+        pgq(&db, &["queues", "rate", "cli", "none"])
+            .status
+            .success()
+    );
     for bad in ["0", "-1", "many"] {
         let refused = pgq(&db, &["queues", "limit", "cli", bad]);
         assert_eq!(

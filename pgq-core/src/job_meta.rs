@@ -7,8 +7,20 @@ use std::collections::BTreeMap;
 use crate::limits;
 
 /// `meta` as written: `{"tags": {..}, "trace": {"traceparent": ..}}`, or `None` when there is
-/// nothing to write, so that plain enqueues pay nothing.
+/// nothing to write, so that plain enqueues pay nothing. The trace is the current span's.
 pub(crate) fn build(tags: &BTreeMap<String, String>) -> Result<Option<String>, String> {
+    build_with(tags, crate::trace_context::current())
+}
+
+/// [`build`] without a trace: for a job no caller's span makes (a schedule's).
+pub(crate) fn untraced(tags: &BTreeMap<String, String>) -> Result<Option<String>, String> {
+    build_with(tags, None)
+}
+
+fn build_with(
+    tags: &BTreeMap<String, String>,
+    trace: Option<serde_json::Value>,
+) -> Result<Option<String>, String> {
     if tags.len() > limits::MAX_TAGS {
         return Err(format!(
             "{} tags; at most {} are kept",
@@ -38,7 +50,6 @@ pub(crate) fn build(tags: &BTreeMap<String, String>) -> Result<Option<String>, S
             ));
         }
     }
-    let trace = crate::trace_context::current();
     if tags.is_empty() && trace.is_none() {
         return Ok(None);
     }

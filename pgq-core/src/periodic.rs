@@ -112,7 +112,9 @@ impl Unchecked {
         let cadence =
             Cadence::parse(&self.schedule.cron, &self.schedule.time_zone).map_err(&refuse)?;
         let tags = BTreeMap::from([("schedule".to_owned(), name.clone())]);
-        let meta = crate::job_meta::build(&tags).map_err(refuse)?;
+        // Built once for every instant's job: no span of the moment it was built belongs to
+        // them.
+        let meta = crate::job_meta::untraced(&tags).map_err(refuse)?;
         Ok(Periodic {
             name,
             task: self.task,

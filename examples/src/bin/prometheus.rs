@@ -49,7 +49,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     // Installed before anything is recorded: pgq records into whichever recorder is global.
-    let metrics = PrometheusBuilder::new().install_recorder()?;
+    // With buckets, the durations are Prometheus histograms, which add up across workers
+    // (without, the exporter renders summaries, which do not).
+    let metrics = PrometheusBuilder::new()
+        .set_buckets(&[
+            0.001, 0.005, 0.025, 0.1, 0.25, 1.0, 2.5, 10.0, 30.0, 120.0, 600.0,
+        ])?
+        .install_recorder()?;
     let listener = TcpListener::bind(&listen).await?;
     println!("metrics at http://{}/metrics", listener.local_addr()?);
     tokio::spawn(serve(listener, metrics));

@@ -28,11 +28,8 @@ async fn list(global: &Global, args: &ListArgs) -> Outcome {
     if args.limit == 0 {
         return Err(Failure::Usage("--limit must be at least 1".into()));
     }
-    let mut filter = args
-        .filter
-        .filter()?
-        .order(args.order)
-        .limit(args.limit.min(pgq_core::limits::MAX_PAGE_SIZE));
+    let mut asked = args.limit.min(pgq_core::limits::MAX_PAGE_SIZE);
+    let mut filter = args.filter.filter()?.order(args.order).limit(asked);
     if let Some(after) = args.after {
         filter = filter.after(after);
     }
@@ -42,12 +39,16 @@ async fn list(global: &Global, args: &ListArgs) -> Outcome {
     let mut next: Option<JobCursor>;
     loop {
         let page = client.jobs(&filter).await?;
+        // A page short of its limit read its whole window of ids: the next would read another,
+        // and a search matching little would walk the whole history. The cursor says where to
+        // go on from.
+        let full = page.jobs.len() >= asked;
         jobs.extend(page.jobs);
         next = page.next;
         match next {
-            Some(cursor) if jobs.len() < args.limit => {
-                let left = (args.limit - jobs.len()).min(pgq_core::limits::MAX_PAGE_SIZE);
-                filter = filter.after(cursor).limit(left);
+            Some(cursor) if full && jobs.len() < args.limit => {
+                asked = (args.limit - jobs.len()).min(pgq_core::limits::MAX_PAGE_SIZE);
+                filter = filter.after(cursor).limit(asked);
             }
             _ => break,
         }

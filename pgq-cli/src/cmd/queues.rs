@@ -94,6 +94,7 @@ async fn list(global: &Global, client: &pgq_core::Client) -> Outcome {
                 q.workers.to_string(),
                 q.limit
                     .map_or_else(|| "-".into(), |limit| limit.to_string()),
+                q.rate.map_or_else(|| "-".into(), |rate| rate.to_string()),
                 q.stats.due.to_string(),
                 q.stats.scheduled.to_string(),
                 (q.stats.running + q.stats.claimed).to_string(),
@@ -106,6 +107,7 @@ async fn list(global: &Global, client: &pgq_core::Client) -> Outcome {
             "state",
             "workers",
             "limit",
+            "rate",
             "due",
             "scheduled",
             "held",

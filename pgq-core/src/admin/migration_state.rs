@@ -32,7 +32,9 @@ pub struct MigrationState {
 
 impl Client {
     /// Every migration this pgq knows, in order, with when the database got it. A database
-    /// without pgq's schema has none; [`migrate`](Self::migrate) applies the missing ones.
+    /// without pgq's schema has none; [`migrate`](Self::migrate) applies the missing ones. A
+    /// database migrated by a newer pgq is [`Error::SchemaTooNew`](crate::Error::SchemaTooNew),
+    /// as for `migrate`: the list would not show what it has.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
@@ -42,6 +44,15 @@ impl Client {
     /// ```
     pub async fn migration_states(&self) -> Result<Vec<MigrationState>> {
         let applied = store::schema::applied(self.store()).await?;
+        let known = self.migrations().last().map_or(0, |m| m.version);
+        if let Some(newest) = applied.iter().map(|(version, _)| *version).max()
+            && newest > known
+        {
+            return Err(crate::Error::SchemaTooNew {
+                database: newest,
+                binary: known,
+            });
+        }
         Ok(self
             .migrations()
             .into_iter()

@@ -249,10 +249,16 @@ pub(crate) async fn enqueue_due(
         match store::schedules::advance(store, &periodic.name, through, due.done_through, &jobs)
             .await?
         {
-            Some(ids) => Step::Enqueued {
-                done_through: due.done_through,
-                ids,
-            },
+            Some(ids) => {
+                // Counted as every enqueue path counts its jobs.
+                if crate::metric::ENABLED {
+                    crate::metric::enqueued(periodic.task, periodic.queue, ids.len() as u64);
+                }
+                Step::Enqueued {
+                    done_through: due.done_through,
+                    ids,
+                }
+            }
             None => Step::Lost,
         },
     )

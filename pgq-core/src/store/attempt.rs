@@ -89,24 +89,33 @@ pub(crate) async fn cancelled(
 }
 
 /// One statement for retry, retry-after, fail-now and snooze. `$4` is the action; `$5` an
-/// explicit delay in milliseconds (NULL: the default backoff); `$6` the error message.
+/// explicit delay in milliseconds (NULL: the default backoff); `$6` the error message. A job
+/// whose cancel was asked for ends `cancelled` instead, whatever the action, with the error:
+/// the worker may not have heard the request before its handler returned (behind a pooler it
+/// hears at the next lease renewal), and a cancelled job is not run again.
 const FAIL: &str = "
 UPDATE pgq.jobs SET
     status = CASE
+        WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'
         WHEN $4 = 'snooze' THEN 'pending'
         WHEN $4 = 'fail' OR attempts >= max_attempts THEN 'failed'
         ELSE 'pending' END,
-    phase = CASE WHEN $4 <> 'snooze' AND ($4 = 'fail' OR attempts >= max_attempts) THEN 2
+    phase = CASE WHEN cancel_requested_at IS NOT NULL
+                      OR $4 <> 'snooze' AND ($4 = 'fail' OR attempts >= max_attempts) THEN 2
                  ELSE 0 END,
-    attempts = CASE WHEN $4 = 'snooze' THEN attempts - 1 ELSE attempts END,
+    attempts = CASE WHEN $4 = 'snooze' AND cancel_requested_at IS NULL THEN attempts - 1
+                    ELSE attempts END,
     run_at = CASE
+        WHEN cancel_requested_at IS NOT NULL THEN run_at
         WHEN $4 = 'snooze' THEN now() + ($5 * interval '1 millisecond')
         WHEN $4 = 'fail' OR attempts >= max_attempts THEN run_at
         ELSE now() + COALESCE($5 * interval '1 millisecond', pgq.default_backoff(attempts)) END,
-    completed_at = CASE WHEN $4 <> 'snooze' AND ($4 = 'fail' OR attempts >= max_attempts)
+    completed_at = CASE WHEN cancel_requested_at IS NOT NULL
+                             OR $4 <> 'snooze' AND ($4 = 'fail' OR attempts >= max_attempts)
                         THEN now() END,
-    last_error = CASE WHEN $4 = 'snooze' THEN last_error ELSE $6 END,
-    errors = CASE WHEN $4 = 'snooze' THEN errors
+    last_error = CASE WHEN $4 = 'snooze' AND cancel_requested_at IS NULL THEN last_error
+                      ELSE $6 END,
+    errors = CASE WHEN $4 = 'snooze' AND cancel_requested_at IS NULL THEN errors
                   ELSE pgq.append_error(errors, attempts, $6, $7) END,
     lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')
@@ -128,6 +137,8 @@ pub(crate) enum Failure {
 pub(crate) struct FailedState {
     /// `failed` for good, rather than back to `pending`.
     pub(crate) failed: bool,
+    /// `cancelled`: a cancel was asked for before the failure was written.
+    pub(crate) cancelled: bool,
     /// Pending and due at once.
     pub(crate) due_now: bool,
     /// When it runs again, unless failed.
@@ -159,10 +170,12 @@ pub(crate) async fn fail(
             .fetch_optional(&mut *conn)
             .await?;
         row.map(|row| {
-            let failed = row.try_get::<String, _>("status")? == "failed";
+            let status = row.try_get::<String, _>("status")?;
+            let (failed, cancelled) = (status == "failed", status == "cancelled");
             Ok(FailedState {
                 failed,
-                due_now: !failed && row.try_get("due_now")?,
+                cancelled,
+                due_now: !failed && !cancelled && row.try_get("due_now")?,
                 run_at: row.try_get("run_at")?,
             })
         })
@@ -173,22 +186,41 @@ pub(crate) async fn fail(
 /// A released job keeps its `run_at`: it was due when claimed and is due still, so it keeps its
 /// place in line, a scheduled job keeps its instant, and its wait is measured from when it came
 /// due.
-const RELEASE: &str = "
-UPDATE pgq.jobs SET status = 'pending', phase = 0, attempts = attempts - 1,
-    worker_id = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')";
+/// A job whose cancel was asked for ends `cancelled` instead: given back, it would run again.
+macro_rules! give_back {
+    () => {
+        "
+    status = CASE WHEN job.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+    phase = CASE WHEN job.cancel_requested_at IS NULL THEN 0 ELSE 2 END,
+    attempts = CASE WHEN job.cancel_requested_at IS NULL THEN job.attempts - 1
+                    ELSE job.attempts END,
+    worker_id = CASE WHEN job.cancel_requested_at IS NULL THEN NULL ELSE job.worker_id END,
+    completed_at = CASE WHEN job.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+    lease_expires_at = NULL, updated_at = now()"
+    };
+}
 
-/// Returns one attempt to `pending` without spending it.
-pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<bool> {
+const RELEASE: &str = concat!(
+    "
+UPDATE pgq.jobs AS job SET",
+    give_back!(),
+    "
+WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')
+RETURNING status = 'cancelled' AS cancelled"
+);
+
+/// Returns one attempt to `pending` without spending it, or ends it `cancelled` when a cancel
+/// was asked for: `Some(cancelled)`, or `None` when the fence no longer holds.
+pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<Option<bool>> {
     run!(store, |conn| async {
-        let done = sqlx::query(store.sql(RELEASE))
+        let cancelled: Option<bool> = sqlx::query_scalar(store.sql(RELEASE))
             .persistent(store.prepared())
             .bind(fence.id.get())
             .bind(fence.attempt)
             .bind(fence.worker_id)
-            .execute(&mut *conn)
+            .fetch_optional(&mut *conn)
             .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(cancelled)
     })
 }
 
@@ -196,15 +228,18 @@ pub(crate) async fn release(store: &Store, fence: Fence<'_>) -> Result<bool> {
 /// needed): a concurrent completion or renewal takes them. The held jobs are found through the
 /// index of held jobs, never by reading the table in id order. Each keeps its `run_at`, as
 /// `RELEASE` says.
-const RELEASE_WORKER: &str = "
+const RELEASE_WORKER: &str = concat!(
+    "
 WITH held AS (
     SELECT id FROM pgq.jobs WHERE worker_id = $1 AND phase = 1
     FOR UPDATE SKIP LOCKED
 )
-UPDATE pgq.jobs AS job SET status = 'pending', phase = 0, attempts = job.attempts - 1,
-    worker_id = NULL, lease_expires_at = NULL, updated_at = now()
+UPDATE pgq.jobs AS job SET",
+    give_back!(),
+    "
 WHERE job.id = ANY(ARRAY(SELECT id FROM held))
-RETURNING job.id";
+RETURNING job.id"
+);
 
 /// Returns every job a worker holds to `pending` without spending their attempts.
 pub(crate) async fn release_worker(store: &Store, worker_id: &str) -> Result<Vec<JobId>> {

@@ -108,18 +108,23 @@ pub(crate) async fn extend(store: &Store, fence: Fence<'_>, millis: i64) -> Resu
 }
 
 /// What taking a held job back from its worker writes: `pending` with backoff, or `failed` when
-/// its attempts are spent; the attempt counts, with `$reason` (an SQL text expression) as its
-/// error, the error history bounded by the parameter `$history`. Shared by the rescue of
-/// expired leases and the release of dead workers' jobs.
+/// its attempts are spent, or `cancelled` when a cancel was asked for (run again, it would not
+/// be one); the attempt counts, with `$reason` (an SQL text expression) as its error, the error
+/// history bounded by the parameter `$history`. Shared by the rescue of expired leases and the
+/// release of dead workers' jobs.
 macro_rules! take_back {
     ($reason:literal, $history:literal) => {
         concat!(
             "
-    status = CASE WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
-    phase = CASE WHEN job.attempts >= job.max_attempts THEN 2 ELSE 0 END,
-    run_at = CASE WHEN job.attempts >= job.max_attempts THEN job.run_at
+    status = CASE WHEN job.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                  WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
+    phase = CASE WHEN job.cancel_requested_at IS NOT NULL
+                      OR job.attempts >= job.max_attempts THEN 2 ELSE 0 END,
+    run_at = CASE WHEN job.cancel_requested_at IS NOT NULL
+                       OR job.attempts >= job.max_attempts THEN job.run_at
                   ELSE now() + pgq.default_backoff(job.attempts) END,
-    completed_at = CASE WHEN job.attempts >= job.max_attempts THEN now() END,
+    completed_at = CASE WHEN job.cancel_requested_at IS NOT NULL
+                             OR job.attempts >= job.max_attempts THEN now() END,
     last_error = ",
             $reason,
             ",
@@ -128,7 +133,8 @@ macro_rules! take_back {
             ", ",
             $history,
             "),
-    worker_id = CASE WHEN job.attempts >= job.max_attempts THEN job.worker_id END,
+    worker_id = CASE WHEN job.cancel_requested_at IS NOT NULL
+                          OR job.attempts >= job.max_attempts THEN job.worker_id END,
     lease_expires_at = NULL, updated_at = now()"
         )
     };

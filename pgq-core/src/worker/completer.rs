@@ -204,9 +204,20 @@ impl Completer {
         // The fence decides: an expired lease nobody took over still lets this attempt finish.
         let fence = self.fence(state);
         let held = |written: Result<bool>, outcome| written.map(|held| held.then_some(outcome));
-        if matches!(returned, Return::Ok) && state.completed_in_tx() {
+        // Completed in the handler's transaction: whatever the handler did after its commit
+        // (an error, a panic, a stop) cannot undo it.
+        if state.completed_in_tx() {
             match store::attempt::is_completed(&self.store, fence).await {
-                Ok(true) => return (Ok(Some(JobOutcome::Completed)), None),
+                Ok(true) => {
+                    if !matches!(returned, Return::Ok) {
+                        let _span = state.trace.span().enter();
+                        tracing::warn!(
+                            "the job was completed in the handler's transaction; \
+                             what the handler returned after its commit is not recorded"
+                        );
+                    }
+                    return (Ok(Some(JobOutcome::Completed)), None);
+                }
                 Ok(false) => {} // the handler's transaction rolled back: complete it here
                 Err(err) => return (Err(err), None),
             }
@@ -235,7 +246,7 @@ impl Completer {
             }
             Return::Aborted => {
                 let written = store::attempt::release(&self.store, fence).await;
-                (held(written, JobOutcome::Released), None)
+                (written.map(|given| given.map(released_as)), None)
             }
         }
     }
@@ -257,7 +268,7 @@ impl Completer {
         let written = store::attempt::fail(&self.store, fence, failure, &message).await;
         let outcome = written.map(|state| {
             state.map(|state| {
-                if !state.failed {
+                if !state.failed && !state.cancelled {
                     attempt.trace.retries_at(state.run_at);
                 }
                 if state.due_now
@@ -267,6 +278,7 @@ impl Completer {
                     batch.queue.wake.notify_one();
                 }
                 match (failure, state.failed) {
+                    _ if state.cancelled => JobOutcome::Cancelled,
                     (Failure::Snooze(_), _) => JobOutcome::Snoozed,
                     (_, true) => JobOutcome::Failed,
                     (_, false) => JobOutcome::Retrying,
@@ -390,8 +402,8 @@ impl Completer {
                 worker_id: &self.worker_id,
             };
             let outcome = match store::attempt::release(&self.own, fence).await {
-                Ok(true) => JobOutcome::Released,
-                Ok(false) => JobOutcome::LeaseLost,
+                Ok(Some(cancelled)) => released_as(cancelled),
+                Ok(None) => JobOutcome::LeaseLost,
                 Err(err) => {
                     let _span = state.trace.span().enter();
                     tracing::error!(error = %err, "could not release a job whose handler does not stop");
@@ -448,6 +460,15 @@ impl Batch {
 /// enqueues, so that the outcome is always recorded.
 fn millis(delay: std::time::Duration) -> i64 {
     i64::try_from(delay.min(limits::MAX_DELAY).as_millis()).unwrap_or(i64::MAX)
+}
+
+/// What a release wrote: `cancelled` when a cancel was asked for, else `released`.
+fn released_as(cancelled: bool) -> JobOutcome {
+    if cancelled {
+        JobOutcome::Cancelled
+    } else {
+        JobOutcome::Released
+    }
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ pub(crate) fn interval(shortest_lease: Duration) -> Duration {
 }
 
 impl Service for Renewer {
-    const NAME: &'static str = "lease renewer";
+    const NAME: &'static str = "renewer";
 
     fn interval(&self) -> Duration {
         self.interval

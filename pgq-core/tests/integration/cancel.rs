@@ -1,5 +1,6 @@
 //! Cancellation and manual retry.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use pgq_core::{
@@ -8,8 +9,32 @@ use pgq_core::{
 };
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 
 use crate::support;
+
+/// Fails with a retry once the test lets it: it never looks at `ctx.cancelled()`.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "cancel-unheard")]
+struct FailsWhenLetGo;
+
+#[async_trait]
+impl Handler for FailsWhenLetGo {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        support::pass_gate(ctx).await;
+        Err(TaskError::retry("the partner said no"))
+    }
+}
+
+/// Asks for `id`'s cancel without telling any worker, as a notification lost or a worker behind
+/// a pooler (which hears at its next lease renewal) would leave it.
+async fn ask_cancel_unheard(db: &TestDatabase, id: pgq_core::JobId) {
+    sqlx::query("UPDATE pgq.jobs SET cancel_requested_at = now() WHERE id = $1")
+        .bind(id.get())
+        .execute(db.pool())
+        .await
+        .unwrap();
+}
 
 /// Runs until cancelled.
 #[derive(Debug, Serialize, Deserialize, Task)]
@@ -175,5 +200,91 @@ async fn retry_requeues_failed_and_cancelled_jobs_only() {
             }
         ),
         "{err}"
+    );
+}
+
+/// A cancel the worker has not heard of when the handler fails: the job ends `cancelled`, not
+/// back to `pending` to run again.
+#[tokio::test]
+async fn a_failure_written_after_an_unheard_cancel_ends_the_job_cancelled() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(FailsWhenLetGo).await.unwrap().id();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("cancel-unheard", 1)
+        // Renewed every 20 minutes: nothing tells the worker during the test.
+        .lease(Duration::from_secs(3600))
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+    ask_cancel_unheard(&db, id).await;
+    gate.add_permits(1);
+    assert_eq!(
+        support::finished(&mut events, id).await,
+        (JobOutcome::Cancelled, Some("the partner said no".into()))
+    );
+    handle.shutdown().await.unwrap();
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Cancelled, 1));
+    assert_eq!(job.last_error.as_deref(), Some("the partner said no"));
+}
+
+/// Taken back from a worker that stopped renewing, or released at shutdown, a job whose cancel
+/// was asked for ends `cancelled` rather than running again.
+#[tokio::test]
+async fn a_job_taken_back_or_released_after_an_unheard_cancel_ends_cancelled() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    // Rescued: held by a worker whose lease ran out.
+    let rescued = client.enqueue(FailsWhenLetGo).await.unwrap().id();
+    support::put_in(db.pool(), rescued, JobStatus::Running, "").await;
+    ask_cancel_unheard(&db, rescued).await;
+    sqlx::query("UPDATE pgq.jobs SET lease_expires_at = now() - interval '1 minute' WHERE id = $1")
+        .bind(rescued.get())
+        .execute(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(client.rescue_expired().await.unwrap(), vec![rescued]);
+    let job = client.job(rescued).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Cancelled);
+
+    // Released at shutdown: its handler never returns within the grace period.
+    let released = client.enqueue(FailsWhenLetGo).await.unwrap().id();
+    let worker = Worker::builder(client.clone())
+        .queue("cancel-unheard", 1)
+        .lease(Duration::from_secs(3600))
+        .shutdown_grace(Duration::from_millis(100))
+        .state(Arc::new(Semaphore::new(0)))
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+    ask_cancel_unheard(&db, released).await;
+    handle.shutdown().await.unwrap();
+    assert_eq!(
+        support::finished(&mut events, released).await.0,
+        JobOutcome::Cancelled
+    );
+    let job = client.job(released).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Cancelled, 1));
+
+    // Released by an operator with the worker's id.
+    let held = client.enqueue(FailsWhenLetGo).await.unwrap().id();
+    support::put_in(db.pool(), held, JobStatus::Running, "").await;
+    ask_cancel_unheard(&db, held).await;
+    let worker_id: String = sqlx::query_scalar("SELECT worker_id FROM pgq.jobs WHERE id = $1")
+        .bind(held.get())
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(client.release_worker(&worker_id).await.unwrap(), vec![held]);
+    assert_eq!(
+        client.job(held).await.unwrap().unwrap().status,
+        JobStatus::Cancelled
     );
 }

@@ -58,6 +58,8 @@ struct Ship {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 enum Then {
     Commit,
+    /// Commits, then fails on something after the commit.
+    CommitThenFail,
     RollBack,
     AfterLosingLease,
 }
@@ -79,6 +81,10 @@ impl Handler for Ship {
             Then::RollBack => {
                 tx.rollback().await?;
                 Err(TaskError::fail("changed my mind"))
+            }
+            Then::CommitThenFail => {
+                tx.commit().await?;
+                Err(TaskError::retry("the receipt mail bounced"))
             }
             _ => {
                 tx.commit().await?;
@@ -207,6 +213,17 @@ async fn complete_in_commits_with_the_handlers_writes() {
     assert_eq!((outcome, shipped), (JobOutcome::Completed, 1));
     let job = db.client().job(id).await.unwrap().unwrap();
     assert_eq!((job.status, job.progress), (JobStatus::Completed, 100));
+}
+
+/// What the handler does after its commit cannot undo the completion, and the worker reports
+/// the job completed, not its lease lost.
+#[tokio::test]
+async fn complete_in_committed_stays_completed_whatever_the_handler_returns_after() {
+    let db = TestDatabase::new().await;
+    let (id, outcome, shipped) = ship(&db, Then::CommitThenFail).await;
+    assert_eq!((outcome, shipped), (JobOutcome::Completed, 1));
+    let job = db.client().job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
 }
 
 #[tokio::test]

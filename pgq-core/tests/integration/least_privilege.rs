@@ -249,4 +249,7 @@ async fn a_schema_migrated_by_a_newer_pgq_is_refused_naming_both_versions() {
         "{err:?}"
     );
     assert!(err.to_string().contains(&(newest + 1).to_string()));
+    // The status of its migrations says the same, rather than list this binary's as applied.
+    let err = db.client().migration_states().await.unwrap_err();
+    assert!(matches!(err, Error::SchemaTooNew { .. }), "{err:?}");
 }
