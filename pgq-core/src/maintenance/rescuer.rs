@@ -96,13 +96,19 @@ impl Service for Rescuer {
     }
 
     async fn run_once(&mut self) -> Result<()> {
-        let orphaned = store::workers::release_dead(&self.store).await?;
-        if !orphaned.is_empty() {
+        // The two steps stand apart: one failing (a role that lost its grant on a table added
+        // by a later migration) must not keep expired leases from being rescued.
+        let released = store::workers::release_dead(&self.store).await;
+        if let Ok(orphaned) = &released
+            && !orphaned.is_empty()
+        {
             let ids: Vec<JobId> = orphaned.iter().map(|(id, _)| *id).collect();
             tracing::warn!(count = ids.len(), jobs = ?ids, "took back the jobs of dead workers");
-            count_by_queue(orphaned, true);
+            count_by_queue(orphaned.clone(), true);
         }
-        let rescued = rescue(&self.store).await?;
+        let rescued = rescue(&self.store).await;
+        released?;
+        let rescued = rescued?;
         if !rescued.is_empty() {
             let ids: Vec<JobId> = rescued.iter().map(|(id, _)| *id).collect();
             tracing::warn!(count = ids.len(), jobs = ?ids, "rescued jobs whose lease expired");

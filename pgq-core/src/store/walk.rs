@@ -22,9 +22,9 @@ pub(crate) async fn walking_indexes<'c>(
 ) -> Result<Transaction<'c, Postgres>> {
     let mut tx = conn.begin().await?;
     sqlx::query(
-        "SELECT set_config('enable_indexscan', 'on', true), \
-                set_config('enable_bitmapscan', 'off', true), \
-                set_config('enable_seqscan', 'off', true)",
+        "SELECT pg_catalog.set_config('enable_indexscan', 'on', true), \
+                pg_catalog.set_config('enable_bitmapscan', 'off', true), \
+                pg_catalog.set_config('enable_seqscan', 'off', true)",
     )
     .persistent(store.prepared())
     .execute(&mut *tx)

@@ -253,3 +253,45 @@ async fn a_schema_migrated_by_a_newer_pgq_is_refused_naming_both_versions() {
     let err = db.client().migration_states().await.unwrap_err();
     assert!(matches!(err, Error::SchemaTooNew { .. }), "{err:?}");
 }
+
+/// A role that lost its grant on one table (one a later migration added, before the grants were
+/// run again) still has expired leases rescued: the rescuer's steps stand apart.
+#[tokio::test]
+async fn a_rescue_goes_on_when_the_role_cannot_read_the_workers() {
+    let db = TestDatabase::new().await;
+    let (role, client) = app_role(&db).await;
+    let id = client
+        .enqueue(Least { n: 1, fail: false })
+        .await
+        .unwrap()
+        .id();
+    support::put_in(db.pool(), id, pgq_core::JobStatus::Running, "").await;
+    sqlx::query("UPDATE pgq.jobs SET lease_expires_at = now() - interval '1 minute' WHERE id = $1")
+        .bind(id.get())
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let revoke = format!("REVOKE ALL ON pgq.workers FROM \"{role}\"");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(revoke))
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let worker = Worker::builder(client.clone())
+        .queue("least", 1)
+        .rescue_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let handle = worker.start();
+    support::eventually(|| async {
+        let job = client.job(id).await.unwrap().unwrap();
+        (job.attempts >= 1
+            && job
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("lease expired")))
+        .then_some(())
+    })
+    .await;
+    handle.shutdown().await.ok();
+    drop_role(&db, &role, client).await;
+}
