@@ -54,10 +54,14 @@ impl Watchers {
         if let Some(changes) = self.join() {
             return Ok(changes);
         }
-        let mut listener = store
-            .bound(async { Ok(PgListener::connect_with(store.pool()).await?) })
+        // Connecting and its LISTEN, within the statement time limit as every statement is.
+        let listener = store
+            .bound(async {
+                let mut listener = PgListener::connect_with(store.pool()).await?;
+                listener.listen(&store.channel(Channel::Progress)).await?;
+                Ok(listener)
+            })
             .await?;
-        listener.listen(&store.channel(Channel::Progress)).await?;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         // Another watch may have started one meanwhile: then this listener goes.
         let listening = state.listening.get_or_insert_with(|| {
