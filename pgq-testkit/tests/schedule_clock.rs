@@ -16,6 +16,18 @@ struct Ping {
     from: String,
 }
 
+/// One at a time: its key is held while a run is pending.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "pings", unique_key = "sweep")]
+struct Sweep;
+
+#[async_trait]
+impl Handler for Sweep {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Handler for HourlyReport {
     async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
@@ -128,4 +140,28 @@ async fn advancing_past_missed_instants_follows_each_policy(db: TestDatabase) {
         all_enqueued::<HourlyReport>(db.pool()).await.is_empty(),
         "the declared schedule skips what it missed"
     );
+}
+
+/// An instant whose unique key a pending job still holds enqueues nothing new: the tick lists
+/// no job, and the schedule's last job stays the one that holds the key.
+#[pgq_testkit::test]
+async fn an_instant_whose_key_is_held_enqueues_nothing(db: TestDatabase) {
+    let client = db.client();
+    // Past the hour, so that the declared hourly report does not tick with it.
+    let mut clock = ScheduleClock::start(&client, at("2026-11-24T09:00:10Z"))
+        .await
+        .with(Schedule::cron("0 * * * * *").name("sweep"), || Sweep)
+        .await;
+    let first = clock.next_tick().await.unwrap();
+    assert_eq!(first.jobs.len(), 1);
+    let second = clock.next_tick().await.unwrap();
+    assert_eq!(second.jobs, vec![], "the key is still held");
+    let schedule = client
+        .schedules()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == "sweep")
+        .unwrap();
+    assert_eq!(schedule.last_job, Some(first.jobs[0]));
 }

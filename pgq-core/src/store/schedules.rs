@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use crate::enqueue::PreparedTask;
-use crate::enqueued::JobTemplate;
+use crate::enqueued::{Enqueued, JobTemplate};
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::store::moment::{Moment, maybe_moment, moment};
@@ -90,7 +90,8 @@ pub(crate) struct InstantJob<'a> {
     pub(crate) task: PreparedTask,
 }
 
-/// Inserts the jobs and moves the watermark from `from` to `to` in one transaction. `None`
+/// Inserts the jobs and moves the watermark from `from` to `to` in one transaction; the ids of
+/// the jobs inserted (an instant whose unique key an active job holds inserts none). `None`
 /// when someone else moved it first: nothing was written.
 pub(crate) async fn advance(
     store: &Store,
@@ -105,7 +106,9 @@ pub(crate) async fn advance(
         for job in jobs {
             let enqueued =
                 enqueue::insert_one(store, &mut tx, &job.template, &job.task, false, true).await?;
-            ids.push(enqueued.id());
+            if let Enqueued::Inserted(id) = enqueued {
+                ids.push(id);
+            }
         }
         let last_instant = jobs.last().and_then(|job| job.template.run_at);
         let moved = sqlx::query(store.sql(ADVANCE))

@@ -89,6 +89,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0012_stall_proof_keys_and_buckets.sql",
         sql: include_str!("../../migrations/0012_stall_proof_keys_and_buckets.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_own_key_limits.sql",
+        sql: include_str!("../../migrations/0013_own_key_limits.sql"),
+    },
 ];
 
 /// The transaction-scoped advisory lock taken while migrating ("pgq_migr" in ASCII).

@@ -34,6 +34,26 @@ impl Handler for PerTenant {
     }
 }
 
+/// Shares `PerTenant`'s key on its queue, with a limit of its own.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(
+    queue = "tenants",
+    concurrency_key = "tenant:{tenant}",
+    concurrency = 3
+)]
+struct TenantReport {
+    tenant: String,
+    n: u32,
+}
+
+#[async_trait]
+impl Handler for TenantReport {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        support::pass_gate(ctx).await;
+        Ok(())
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "tenants")]
 struct Unkeyed {
@@ -281,5 +301,35 @@ async fn unkeyed_tasks_on_the_same_queue_are_unaffected() {
     .await;
     gate.add_permits(1_000);
     wait_until_all_completed(&db, 7).await;
+    worker.shutdown().await.unwrap();
+}
+
+/// Tasks that format one key share its slots, each job held to its own limit: while a job of
+/// the limit-1 task runs, jobs of the limit-3 task on the same key still start, up to 3 held.
+#[tokio::test]
+async fn each_job_of_a_shared_key_is_held_to_its_own_limit() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = start(&client, &gate, 8);
+    client.enqueue(tenant("acme", 1)).await.unwrap();
+    support::eventually(|| async {
+        (held(&db).await == [(Some("tenant:acme".to_owned()), 1)]).then_some(())
+    })
+    .await;
+    client
+        .enqueue_many((0..4).map(|n| TenantReport {
+            tenant: "acme".into(),
+            n,
+        }))
+        .await
+        .unwrap();
+    // The running limit-1 job and two reports: three of the key, the reports' limit.
+    support::eventually(|| async {
+        (held(&db).await == [(Some("tenant:acme".to_owned()), 3)]).then_some(())
+    })
+    .await;
+    gate.add_permits(5);
+    wait_until_all_completed(&db, 5).await;
     worker.shutdown().await.unwrap();
 }
