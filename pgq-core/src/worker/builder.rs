@@ -245,8 +245,9 @@ impl WorkerBuilder {
     /// How many jobs one claim takes at most (default [`defaults::BATCH_SIZE`], at most
     /// [`limits::MAX_BATCH_SIZE`]). A claim asks for
     /// the free slots plus what a round trip uses up, so only queues of quick jobs reach it. A
-    /// worker holds at most this many claimed jobs beyond those running, or twice as many when
-    /// more jobs return per round trip than the queue has slots (a second claim in flight).
+    /// worker holds at most this many claimed jobs beyond those running, twice as many when
+    /// more jobs return per round trip than the queue has slots (a second claim in flight), and
+    /// three times as many when it also serves the queue alone (a third).
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {

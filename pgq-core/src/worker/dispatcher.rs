@@ -41,6 +41,11 @@ use crate::worker::slots::{QueueSlots, Slot};
 /// How long a tick waits for handlers in flight to return, so that their writes share it.
 const COALESCE_WINDOW: Duration = Duration::from_millis(1);
 
+/// The longest a failed tick waits before it gives its place back: the poll interval, but no
+/// more than this. The tick holds its claim, its completions and its starts meanwhile, so a
+/// long poll interval (fleets that lean on notifications) must not stall the queue as long.
+const AFTER_A_FAILED_TICK: Duration = Duration::from_secs(1);
+
 /// What a dispatcher works with, besides its queue.
 #[derive(Debug, Clone)]
 pub(crate) struct Dispatch {
@@ -373,8 +378,8 @@ impl Dispatcher {
                 Err(err) => (Err(err), None),
             };
             if let Err(err) = &result {
-                tracing::warn!(queue = %queue.name, error = %err, "dispatch failed; retrying after the poll interval");
-                tokio::time::sleep(dispatch.poll_interval).await;
+                tracing::warn!(queue = %queue.name, error = %err, "dispatch failed; retrying within a second");
+                tokio::time::sleep(dispatch.poll_interval.min(AFTER_A_FAILED_TICK)).await;
             }
             Sent {
                 completions,

@@ -141,7 +141,14 @@ impl Worker {
         let runtime = self.runtime.clone();
         // Claims and handlers run on this runtime; the worker's own loops on a thread of theirs.
         let handlers = tokio::runtime::Handle::current();
-        let supervisor = control::spawn(supervisor::supervise(self.runtime, handlers));
+        // The worker keeps a sender of its own stop signal while it runs: a handle (or a
+        // `run` future) dropped without `shutdown` leaves the worker running, instead of
+        // closing the signal, which every loop would read as a stop it never completes.
+        let keep_running = self.stop.clone();
+        let supervisor = control::spawn(async move {
+            supervisor::supervise(self.runtime, handlers).await;
+            drop(keep_running);
+        });
         WorkerHandle {
             runtime,
             stop: self.stop,

@@ -102,3 +102,48 @@ async fn a_worker_behind_a_blackholed_network_recovers_and_loses_nothing() {
     }
     handle.shutdown().await.unwrap();
 }
+
+/// A tick whose connection died waits at most a second before the queue claims again, however
+/// long the poll interval of a worker that leans on notifications.
+#[tokio::test]
+async fn a_failed_tick_stalls_its_queue_a_second_at_most() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let worker = Worker::builder(client.clone())
+        .queue("netsplit", 1)
+        .dispatch_connections(1)
+        .poll_interval(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let first = client
+        .enqueue(AcrossTheSplit { gated: false })
+        .await
+        .unwrap()
+        .id();
+    assert_eq!(
+        support::finished(&mut events, first).await.0,
+        JobOutcome::Completed
+    );
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'pgq-dispatch:netsplit'",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    assert!(!killed.is_empty() && killed.iter().all(|k| *k));
+    // Woken by its notification, the claim finds its connection dead; within the test's limit
+    // (a third of the poll interval) the next one runs it.
+    let second = client
+        .enqueue(AcrossTheSplit { gated: false })
+        .await
+        .unwrap()
+        .id();
+    assert_eq!(
+        support::finished(&mut events, second).await.0,
+        JobOutcome::Completed
+    );
+    handle.shutdown().await.unwrap();
+}

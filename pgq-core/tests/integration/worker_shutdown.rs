@@ -113,6 +113,34 @@ async fn jobs_that_finish_within_the_grace_period_complete() {
     );
 }
 
+/// Dropping the handle does not stop the worker, as its documentation says: it claims and runs
+/// a job enqueued after the drop. (The drop once closed the stop signal, which the worker read
+/// as a shutdown it never finished.)
+#[tokio::test]
+async fn a_dropped_handle_leaves_the_worker_running() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let gate = Arc::new(Semaphore::new(1));
+    let worker = Worker::builder(client.clone())
+        .queue("shutdown", 1)
+        .poll_interval(Duration::from_millis(50))
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    drop(worker.start());
+    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+    // Every loop goes on: the listener listens again, and the settings it then waits for are
+    // read, so the queue claims again.
+    support::cut_listener(db.pool(), &mut events).await;
+    let id = client.enqueue(Gated).await.unwrap().id();
+    assert_eq!(
+        support::finished(&mut events, id).await.0,
+        JobOutcome::Completed
+    );
+    assert_eq!(client.workers().await.unwrap().len(), 1, "still registered");
+}
+
 /// Blocks its thread for four seconds, as a handler calling a blocking client does.
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "blocking")]
