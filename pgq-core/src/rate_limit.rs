@@ -1,14 +1,16 @@
-//! [`RateLimit`]: at most so many job starts per period for a queue, across all workers.
+//! [`RateLimit`]: so many job starts per period for a queue, across all workers, in bursts of up
+//! to that many.
 
 use std::fmt;
 use std::time::Duration;
 
 use crate::limits;
 
-/// At most [`jobs`](Self::jobs) job starts per [`period`](Self::period) for a queue, across all
-/// workers, set with [`Client::set_queue_rate`](crate::Client::set_queue_rate). A token bucket in
+/// [`jobs`](Self::jobs) job starts per [`period`](Self::period) for a queue, across all workers,
+/// set with [`Client::set_queue_rate`](crate::Client::set_queue_rate). A token bucket in
 /// the queue's row holds up to `jobs` tokens, refills continuously at `jobs` per `period`, and
-/// each job claimed takes one: a burst of up to `jobs` after a quiet spell, then the rate.
+/// each job claimed takes one: a burst of up to `jobs` after a quiet spell, then the rate, so one
+/// window of `period` right after a quiet spell can see up to about twice `jobs` starts.
 ///
 /// ```
 /// use std::time::Duration;

@@ -41,7 +41,8 @@ pub(crate) async fn run(global: &Global, command: &QueuesCommand) -> Outcome {
                 output::json(&json!({ "queue": name, "rate": rate }))?;
             } else if let Some(rate) = rate.0 {
                 output::line(&format!(
-                    "queue {name}: at most {rate} job starts across all workers, within a second"
+                    "queue {name}: {rate} job starts across all workers, in bursts of up to {}, within a second",
+                    rate.jobs()
                 ))?;
             } else {
                 output::line(&format!("queue {name}: no rate limit"))?;

@@ -40,8 +40,9 @@ impl Client {
         store::queues::set_limit(self.store(), queue, limit).await
     }
 
-    /// Starts at most `rate.jobs()` jobs of `queue` per `rate.period()` across all workers
-    /// (`None`: no rate limit). A token bucket in the queue's row, refilled by the time elapsed,
+    /// Starts `rate.jobs()` jobs of `queue` per `rate.period()` across all workers, in bursts of
+    /// up to `rate.jobs()` (`None`: no rate limit; [`RateLimit::new`] is `None` for a rate it
+    /// refuses, so check it before passing it on). A token bucket in the queue's row, refilled by the time elapsed,
     /// is taken from in the claim statement, under the queue's row lock; a worker that finds it
     /// empty sleeps until the next token is due, without polling meanwhile. Setting a rate fills
     /// the bucket. Workers apply it within a second, as they do a pause.

@@ -2,7 +2,8 @@
 //! renews them all, but for an attempt past its deadline — its task's `timeout` and
 //! [`OVERRUN_MARGIN`] — whose handler did not stop: a handler that blocks its thread cannot be
 //! stopped, so its lease is left to run out and another worker rescues the job. Cancellation and
-//! shutdown find running attempts here.
+//! shutdown find running attempts here; a cancel asked of a job waiting for a slot is kept for
+//! its start.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -26,6 +27,8 @@ struct Held {
     lease_ms: i64,
     /// `None` while the job waits for a slot.
     running: Option<Running>,
+    /// A cancel asked while the job waited for a slot: its attempt starts cancelled.
+    cancel_requested: bool,
 }
 
 #[derive(Debug)]
@@ -71,6 +74,7 @@ impl HeldJobs {
             attempt,
             lease_ms,
             running: None,
+            cancel_requested: false,
         };
         self.jobs().insert(id, held);
     }
@@ -78,7 +82,7 @@ impl HeldJobs {
     /// A waiting job starts, with its task's `timeout`; `false` when it lost its lease while it
     /// waited (it is the rescuer's now, and must not start).
     pub(crate) fn start(&self, state: &Arc<AttemptState>, timeout: Option<Duration>) -> bool {
-        match self.jobs().get_mut(&state.id) {
+        let cancel_requested = match self.jobs().get_mut(&state.id) {
             Some(held) if held.attempt == state.attempt && held.running.is_none() => {
                 held.running = Some(Running {
                     state: state.clone(),
@@ -86,10 +90,14 @@ impl HeldJobs {
                     deadline: timeout.map(|t| Instant::now() + t + OVERRUN_MARGIN),
                     overran: false,
                 });
-                true
+                held.cancel_requested
             }
-            _ => false,
+            _ => return false,
+        };
+        if cancel_requested {
+            state.request_cancel();
         }
+        true
     }
 
     /// The handler of a running attempt, for shutdown to abort.
@@ -107,10 +115,20 @@ impl HeldJobs {
         }
     }
 
-    /// The running attempt of job `id`, if this worker runs it.
-    pub(crate) fn running(&self, id: JobId) -> Option<Arc<AttemptState>> {
-        let jobs = self.jobs();
-        jobs.get(&id)?.running.as_ref().map(|r| r.state.clone())
+    /// Job `id` was asked to cancel: a running attempt is told at once, a job waiting for a
+    /// slot when it starts.
+    pub(crate) fn request_cancel(&self, id: JobId) {
+        let running = {
+            let mut jobs = self.jobs();
+            let Some(held) = jobs.get_mut(&id) else {
+                return;
+            };
+            held.cancel_requested = true;
+            held.running.as_ref().map(|r| r.state.clone())
+        };
+        if let Some(state) = running {
+            state.request_cancel();
+        }
     }
 
     /// Every lease to renew: all held jobs but attempts past their deadline.
@@ -154,7 +172,12 @@ impl HeldJobs {
                 }
                 match (found.get(&lease.id), &held.running) {
                     (Some(true), Some(running)) => cancelled.push(running.state.clone()),
-                    (Some(_), _) => {}
+                    (Some(true), None) => {
+                        if let Some(held) = jobs.get_mut(&lease.id) {
+                            held.cancel_requested = true;
+                        }
+                    }
+                    (Some(false), _) => {}
                     (None, Some(running)) => lost_states.push(running.state.clone()),
                     (None, None) => {
                         jobs.remove(&lease.id);

@@ -107,10 +107,8 @@ impl Listener {
                         };
                         match received {
                             Ok(Some(notification)) if notification.channel() == cancel_channel => {
-                                let id = notification.payload().parse::<i64>().ok();
-                                if let Some(state) = id.and_then(|id| self.held.running(id.into()))
-                                {
-                                    state.request_cancel();
+                                if let Ok(id) = notification.payload().parse::<i64>() {
+                                    self.held.request_cancel(id.into());
                                 }
                             }
                             Ok(Some(notification)) if notification.channel() == queue_channel => {

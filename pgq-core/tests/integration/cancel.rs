@@ -288,3 +288,121 @@ async fn a_job_taken_back_or_released_after_an_unheard_cancel_ends_cancelled() {
         JobStatus::Cancelled
     );
 }
+
+/// Instant jobs of high priority, so that the worker claims ahead of its free slot.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "cancel-waiting", priority = 150, lease = "1s")]
+struct WaitingSprint;
+
+#[async_trait]
+impl Handler for WaitingSprint {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// Holds the worker's one slot until the test opens the gate or cancels it.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "cancel-waiting", lease = "1s")]
+struct WaitingBlocker;
+
+#[async_trait]
+impl Handler for WaitingBlocker {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        tokio::select! {
+            _ = support::pass_gate(ctx) => {}
+            _ = ctx.cancelled() => {}
+        }
+        Ok(())
+    }
+}
+
+/// Claimed behind the blocker; succeeds unless a cancel was heard before its start.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "cancel-waiting", priority = 50, lease = "1s")]
+struct WaitingVictim;
+
+#[async_trait]
+impl Handler for WaitingVictim {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        if ctx.is_cancelled() {
+            return Err(TaskError::fail("stopped on request"));
+        }
+        Ok(())
+    }
+}
+
+/// Claims a victim while a blocker holds the worker's one slot, cancels the victim while it
+/// waits (by notification, or only in the table for a lease renewal to find), then frees the
+/// slot: the victim ends cancelled.
+async fn cancel_while_waiting(notify: bool) {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    for _ in 0..20 {
+        client.enqueue(WaitingSprint).await.unwrap();
+    }
+    let blocker = client.enqueue(WaitingBlocker).await.unwrap().id();
+    let victim = client.enqueue(WaitingVictim).await.unwrap().id();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("cancel-waiting", 1)
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    // The quick jobs teach the worker to claim ahead, so the victim is claimed while the
+    // blocker holds the only slot.
+    support::eventually(|| async {
+        let job = client.job(victim).await.unwrap().unwrap();
+        (job.status == JobStatus::Claimed).then_some(())
+    })
+    .await;
+    if notify {
+        assert_eq!(
+            client.cancel(victim).await.unwrap(),
+            Cancellation::Requested
+        );
+        // The worker hears its notifications in order: the blocker's cancel, which frees the
+        // slot, after the victim's.
+        assert_eq!(
+            client.cancel(blocker).await.unwrap(),
+            Cancellation::Requested
+        );
+    } else {
+        ask_cancel_unheard(&db, victim).await;
+        // A renewal 0.7 s after the request (its lease ends 1 s after it): the one before it,
+        // about a third of the lease earlier, came after the request too, and what it learnt
+        // was applied long since.
+        support::eventually(|| async {
+            sqlx::query_scalar::<_, bool>(
+                "SELECT lease_expires_at > cancel_requested_at + interval '1.7 seconds'
+                 FROM pgq.jobs WHERE id = $1",
+            )
+            .bind(victim.get())
+            .fetch_one(db.pool())
+            .await
+            .unwrap()
+            .then_some(())
+        })
+        .await;
+        gate.add_permits(1);
+    }
+    assert_eq!(
+        support::finished(&mut events, victim).await,
+        (JobOutcome::Cancelled, Some("stopped on request".into()))
+    );
+    handle.shutdown().await.unwrap();
+    let job = client.job(victim).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Cancelled);
+}
+
+#[tokio::test]
+async fn a_job_claimed_ahead_hears_a_cancel_notified_while_it_waits_for_a_slot() {
+    cancel_while_waiting(true).await;
+}
+
+#[tokio::test]
+async fn a_job_claimed_ahead_learns_of_a_cancel_at_a_renewal_while_it_waits() {
+    cancel_while_waiting(false).await;
+}
