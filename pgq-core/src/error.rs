@@ -194,12 +194,19 @@ pub enum Error {
 }
 
 impl From<sqlx::Error> for Error {
-    /// A statement of pgq's that names a table the database lacks (SQLSTATE 42P01) found no
-    /// schema of pgq's: every relation pgq's statements name is its own.
+    /// A statement of pgq's that names a schema, table, type or function the database lacks
+    /// found no schema of pgq's: every one its statements name is its own. (SQLSTATE 42704 and
+    /// 42883 also cover unknown operators and settings, which pgq's statements do not use, so
+    /// only a missing type or function counts.)
     fn from(err: sqlx::Error) -> Self {
         let missing = err
             .as_database_error()
-            .filter(|db| db.code().is_some_and(|code| code == "42P01"))
+            .filter(|db| match db.code().as_deref() {
+                Some("42P01" | "3F000") => true,
+                Some("42704") => db.message().starts_with("type "),
+                Some("42883") => db.message().starts_with("function "),
+                _ => false,
+            })
             .map(|db| db.message().to_owned());
         match missing {
             Some(message) => Error::SchemaMissing { message },
@@ -211,7 +218,7 @@ impl From<sqlx::Error> for Error {
 /// A database error as an operator reads it: the message, its SQLSTATE code, and PostgreSQL's
 /// detail and hint when it gave them (sqlx's own text adds the line of PostgreSQL's source
 /// that raised it, which tells an operator nothing).
-fn database_message(err: &sqlx::Error) -> String {
+pub(crate) fn database_message(err: &sqlx::Error) -> String {
     let Some(db) = err.as_database_error() else {
         return err.to_string();
     };

@@ -4,22 +4,42 @@
 //! by everyone who can see the job, its events and the logs.
 
 use serde::de::DeserializeOwned;
+use serde_path_to_error::Segment;
 
 /// Decodes `json` as a `T`, or says where and why it does not fit, without its values.
 pub(crate) fn decode<T: DeserializeOwned>(json: &str) -> Result<T, String> {
     let mut deserializer = serde_json::Deserializer::from_str(json);
     serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-        let path = err.path().to_string();
-        let message = without_values(&err.inner().to_string());
-        if path == "." {
+        let serde_message = err.inner().to_string();
+        let mut segments: Vec<&Segment> = err.path().iter().collect();
+        // The path of an unknown field ends with its name, which is the payload's.
+        if serde_message.starts_with("unknown field") {
+            segments.pop();
+        }
+        let message = without_values(&serde_message);
+        if segments.is_empty() {
             message
         } else {
-            format!("{path}: {message}")
+            format!("{}: {message}", path_text(&segments))
         }
     })
 }
 
-/// serde's message with the values it quotes left out, and without its position.
+/// A path as serde_path_to_error writes it: `user.tags[1]`.
+fn path_text(segments: &[&Segment]) -> String {
+    let mut text = String::new();
+    for segment in segments {
+        if !text.is_empty() && !matches!(segment, Segment::Seq { .. }) {
+            text.push('.');
+        }
+        text.push_str(&segment.to_string());
+    }
+    text
+}
+
+/// serde's message with the values it quotes left out, and without its position. What it
+/// expected comes last and is the type's, so the message is cut at its last ", expected ": a
+/// value can hold that text too.
 fn without_values(message: &str) -> String {
     let message = match message.rfind(" at line ") {
         Some(at) => &message[..at],
@@ -27,15 +47,25 @@ fn without_values(message: &str) -> String {
     };
     for lead in ["invalid type: ", "invalid value: "] {
         if let Some(rest) = message.strip_prefix(lead)
-            && let Some((found, expected)) = rest.split_once(", expected ")
+            && let Some((found, expected)) = rest.rsplit_once(", expected ")
         {
             return format!("{lead}{}, expected {expected}", kind(found));
         }
     }
-    if let Some(rest) = message.strip_prefix("unknown variant ")
-        && let Some((_, expected)) = rest.split_once(", expected ")
-    {
-        return format!("unknown variant, expected {expected}");
+    // An unknown name is the payload's, not the type's: a map's key can be data.
+    for what in ["unknown variant", "unknown field"] {
+        if let Some(rest) = message.strip_prefix(what) {
+            return match rest.rsplit_once(", expected ") {
+                Some((_, expected)) => format!("{what}, expected {expected}"),
+                None if rest.ends_with(", there are no variants") => {
+                    format!("{what}, there are no variants")
+                }
+                None if rest.ends_with(", there are no fields") => {
+                    format!("{what}, there are no fields")
+                }
+                None => what.to_owned(),
+            };
+        }
     }
     message.to_owned()
 }
@@ -101,6 +131,44 @@ mod tests {
         let err = error(r#"{"user": {"id": 1, "email": "x"}, "plan": "Enterprise", "tags": []}"#);
         assert_eq!(err, "plan: unknown variant, expected `Free` or `Pro`");
         assert!(!err.contains("Enterprise"));
+    }
+
+    #[test]
+    fn a_value_holding_serdes_own_words_keeps_no_part_of_it() {
+        let err = error(
+            r#"{"user": {"id": "a, expected SECRET", "email": "x"}, "plan": "Free", "tags": []}"#,
+        );
+        assert_eq!(err, "user.id: invalid type: string, expected i64");
+        let err = error(
+            r#"{"user": {"id": 1, "email": "x"}, "plan": "Pro`, expected SECRET", "tags": []}"#,
+        );
+        assert_eq!(err, "plan: unknown variant, expected `Free` or `Pro`");
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    enum Never {}
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Strict {
+        id: i64,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Empty {}
+
+    #[test]
+    fn unknown_names_are_left_out() {
+        let err = decode::<Never>(r#""SECRET""#).unwrap_err();
+        assert_eq!(err, "unknown variant, there are no variants");
+        let err = decode::<Strict>(r#"{"id": 1, "SECRET": 2}"#).unwrap_err();
+        assert_eq!(err, "unknown field, expected `id`");
+        let err = decode::<Empty>(r#"{"SECRET": 2}"#).unwrap_err();
+        assert_eq!(err, "unknown field, there are no fields");
     }
 
     #[test]

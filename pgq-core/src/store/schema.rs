@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use md5::{Digest, Md5};
 use sqlx::AssertSqlSafe;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, database_message};
 use crate::store::moment::Moment;
 use crate::store::{Store, run, sql};
 
@@ -117,10 +117,7 @@ CREATE TABLE IF NOT EXISTS pgq.migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )";
 
-const CHECKSUM: &str = "SELECT md5($1)";
-
-const RECORD: &str =
-    "INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, $2, md5($3))";
+const RECORD: &str = "INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, $2, $3)";
 
 /// The md5 of a migration's text, as the bookkeeping records it (`md5()` in SQL).
 fn checksum(sql: &str) -> String {
@@ -130,6 +127,15 @@ fn checksum(sql: &str) -> String {
             let _ = write!(hex, "{byte:02x}");
             hex
         })
+}
+
+/// `sql` with every character outside ASCII written `?`. They are all in comments (a test makes
+/// sure), and a database whose encoding lacks one (LATIN1 has no `→`) would refuse the whole
+/// text. The checksum is of the migration as written.
+fn ascii(sql: &str) -> String {
+    sql.chars()
+        .map(|c| if c.is_ascii() { c } else { '?' })
+        .collect()
 }
 
 /// Every migration as a script for `schema`: `(version, name, sql)`. A script creates the schema
@@ -148,7 +154,7 @@ pub(crate) fn scripts(schema: &str) -> Vec<(i64, &'static str, String)> {
             );
             sql.push_str(sql::in_schema(BOOKKEEPING, schema).trim());
             sql.push_str(";\n\n");
-            sql.push_str(sql::in_schema(migration.sql, schema).trim_end());
+            sql.push_str(ascii(&sql::in_schema(migration.sql, schema)).trim_end());
             let _ = write!(
                 sql,
                 "\n\nINSERT INTO \"{schema}\".migrations (version, name, checksum)\n\
@@ -216,13 +222,8 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
     let mut missing = Vec::new();
     for migration in MIGRATIONS {
         match applied.get(&migration.version) {
-            Some(checksum) => {
-                let expected: String = sqlx::query_scalar(store.sql(CHECKSUM))
-                    .persistent(store.prepared())
-                    .bind(migration.sql)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                if *checksum != expected {
+            Some(recorded) => {
+                if *recorded != checksum(migration.sql) {
                     return Err(Error::Migration {
                         version: migration.version,
                         name: migration.name.to_owned(),
@@ -250,19 +251,19 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
         .execute(&mut *tx)
         .await?;
     for migration in missing {
-        sqlx::raw_sql(AssertSqlSafe(sql::in_schema(migration.sql, schema)))
+        sqlx::raw_sql(AssertSqlSafe(ascii(&sql::in_schema(migration.sql, schema))))
             .execute(&mut *tx)
             .await
             .map_err(|err| Error::Migration {
                 version: migration.version,
                 name: migration.name.to_owned(),
-                message: err.to_string(),
+                message: database_message(&err),
             })?;
         sqlx::query(store.sql(RECORD))
             .persistent(store.prepared())
             .bind(migration.version)
             .bind(migration.name)
-            .bind(migration.sql)
+            .bind(checksum(migration.sql))
             .execute(&mut *tx)
             .await?;
     }
@@ -273,6 +274,21 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::{MIGRATIONS, checksum, scripts};
+
+    #[test]
+    fn characters_outside_ascii_are_only_in_comments() {
+        for migration in MIGRATIONS {
+            for line in migration.sql.lines() {
+                if !line.is_ascii() {
+                    assert!(
+                        line.trim_start().starts_with("--"),
+                        "{}: {line}",
+                        migration.name
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_statement_renders() {

@@ -567,3 +567,187 @@ async fn a_worker_and_a_client_run_on_through_a_migration_that_changes_what_they
     );
     handle.shutdown().await.unwrap();
 }
+
+/// Every call of `client` that reads or writes pgq's tables, by name, with what it returned
+/// when that was not `Error::SchemaMissing`.
+async fn calls_not_schema_missing(db: &TestDatabase, client: &Client) -> Vec<String> {
+    use pgq_core::{JobFilter, JobId, RateLimit, Retention};
+    let id = JobId::from(1);
+    let mut conn = db.pool().acquire().await.unwrap();
+    let results: Vec<(&str, pgq_core::Result<()>)> = vec![
+        ("enqueue", client.enqueue(BeforeMigrate).await.map(drop)),
+        (
+            "enqueue_many",
+            client.enqueue_many(vec![BeforeMigrate]).await.map(drop),
+        ),
+        (
+            "enqueue_in",
+            client.enqueue_in(&mut conn, BeforeMigrate).await.map(drop),
+        ),
+        (
+            "enqueue_many_in",
+            client
+                .enqueue_many_in(&mut conn, vec![BeforeMigrate])
+                .await
+                .map(drop),
+        ),
+        ("job", client.job(id).await.map(drop)),
+        ("cancel", client.cancel(id).await.map(drop)),
+        ("retry", client.retry(id).await.map(drop)),
+        ("workers", client.workers().await.map(drop)),
+        ("release_worker", client.release_worker("w").await.map(drop)),
+        ("rescue_expired", client.rescue_expired().await.map(drop)),
+        (
+            "delete_finished",
+            client.delete_finished(Retention::default()).await.map(drop),
+        ),
+        ("stats", client.stats().await.map(drop)),
+        ("jobs", client.jobs(&JobFilter::new()).await.map(drop)),
+        (
+            "count_jobs",
+            client.count_jobs(&JobFilter::new()).await.map(drop),
+        ),
+        ("cancel_jobs", client.cancel_jobs(vec![id]).await.map(drop)),
+        (
+            "run_jobs_now",
+            client.run_jobs_now(vec![id]).await.map(drop),
+        ),
+        ("queues", client.queues().await.map(drop)),
+        (
+            "finished_history",
+            client.finished_history().await.map(drop),
+        ),
+        ("pause_queue", client.pause_queue("q").await.map(drop)),
+        ("resume_queue", client.resume_queue("q").await.map(drop)),
+        (
+            "set_queue_limit",
+            client.set_queue_limit("q", Some(2)).await.map(drop),
+        ),
+        (
+            "set_queue_rate",
+            client
+                .set_queue_rate("q", RateLimit::new(2, Duration::from_secs(1)))
+                .await
+                .map(drop),
+        ),
+        ("schedules", client.schedules().await.map(drop)),
+    ];
+    results
+        .into_iter()
+        .filter_map(|(name, result)| match result {
+            Err(Error::SchemaMissing { .. }) => None,
+            other => Some(format!("{name}: {other:?}")),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_call_without_pgqs_tables_is_schema_missing() {
+    // Never migrated.
+    let db = unmigrated_database().await;
+    let wrong = calls_not_schema_missing(&db, &db.client()).await;
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // Another schema named.
+    let db = TestDatabase::new().await;
+    let client = db.client().with_schema("never_migrated").unwrap();
+    let wrong = calls_not_schema_missing(&db, &client).await;
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // The schema is there but empty (made by hand, or its tables dropped).
+    let db = unmigrated_database().await;
+    sqlx::raw_sql("CREATE SCHEMA pgq")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let wrong = calls_not_schema_missing(&db, &db.client()).await;
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[tokio::test]
+async fn a_failed_migration_reads_with_the_databases_code() {
+    let db = unmigrated_database().await;
+    sqlx::raw_sql("CREATE SCHEMA pgq; CREATE TABLE pgq.jobs (id int)")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let err = db.client().migrate().await.unwrap_err();
+    let Error::Migration {
+        version, message, ..
+    } = &err
+    else {
+        panic!("{err:?}");
+    };
+    assert_eq!(*version, 1);
+    assert!(
+        message.contains("already exists (SQLSTATE 42P07)"),
+        "{message}"
+    );
+    assert!(!message.contains(" at line "), "{message}");
+}
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "latin1")]
+struct GreetLatin1 {
+    name: String,
+}
+
+#[async_trait]
+impl Handler for GreetLatin1 {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_latin1_database_is_migrated_and_runs_jobs() {
+    let db = TestDatabase::new().await;
+    let name = format!("{}_latin1", db.name());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{name}\" ENCODING 'LATIN1' TEMPLATE template0 \
+         LC_COLLATE 'C' LC_CTYPE 'C'"
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let url = db
+        .connect_options()
+        .database(&name)
+        .to_url_lossy()
+        .to_string();
+    let client = Client::connect(&url).await.unwrap();
+    client.migrate().await.unwrap();
+    // Run again, it finds every migration applied as written.
+    client.migrate().await.unwrap();
+
+    let id = client
+        .enqueue(GreetLatin1 {
+            name: "Zoë".into()
+        })
+        .await
+        .unwrap()
+        .id();
+    // A character the database's encoding lacks is refused with its error; nothing is stored.
+    let err = client
+        .enqueue(GreetLatin1 { name: "→".into() })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Database(_)), "{err:?}");
+    let drained = Worker::builder(client.clone())
+        .queue("latin1", 1)
+        .build()
+        .unwrap()
+        .drain()
+        .await
+        .unwrap();
+    assert_eq!(drained.len(), 1);
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(job.status, pgq_core::JobStatus::Completed);
+    assert_eq!(job.payload["name"], "Zoë");
+
+    client.pool().close().await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE \"{name}\" WITH (FORCE)"
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+}
