@@ -216,7 +216,9 @@ pub const LEADER_LEASE: Duration = Duration::from_secs(10);
 /// How late a scheduled instant may be enqueued and still count as on time. Instants older than
 /// this when a leader gets to them were missed (no worker ran, or none led), and follow their
 /// schedule's [`Missed`](crate::Missed) policy; those within it always run, so a leader that
-/// dies and is replaced within its lease loses none.
+/// dies and is replaced when its lease runs out loses none. A worker whose
+/// [`leader_lease`](crate::WorkerBuilder::leader_lease) is longer than half of this uses twice
+/// its lease instead.
 ///
 /// ```
 /// assert!(pgq_core::defaults::SCHEDULE_GRACE > pgq_core::defaults::LEADER_LEASE);

@@ -47,8 +47,12 @@ pub enum Error {
         message: String,
     },
 
-    /// The database did not answer one of pgq's statements in time; the connection was closed.
-    #[error("the database did not answer within {0:?}; the connection was closed")]
+    /// The database did not answer one of pgq's statements in time, and the connection was
+    /// closed; or the pool had no connection free for that long (every one in use, or none could
+    /// be opened).
+    #[error(
+        "the database did not answer within {0:?} (a connection that did not answer is closed), or the pool had no connection free that long"
+    )]
     Unresponsive(std::time::Duration),
 
     /// Applying pgq's schema failed.

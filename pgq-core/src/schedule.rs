@@ -100,9 +100,9 @@ impl Schedule {
 }
 
 /// What a schedule does with the instants that came due while no worker ran (or none led):
-/// those older than [`SCHEDULE_GRACE`](crate::defaults::SCHEDULE_GRACE) when a leader gets to
-/// them. Instants within the grace always run, so a leader that dies and is replaced within its
-/// lease misses none.
+/// those older than the grace when a leader gets to them: [`SCHEDULE_GRACE`](crate::defaults::SCHEDULE_GRACE),
+/// or twice the worker's leader lease when that is longer. Instants within the grace always run,
+/// so a leader that dies and is replaced when its lease runs out misses none.
 ///
 /// ```
 /// use pgq_core::Missed;

@@ -180,13 +180,14 @@ impl TaskError {
 
 /// A message as stored: NUL characters replaced, and cut to
 /// [`MAX_ERROR_BYTES`](limits::MAX_ERROR_BYTES) at a character boundary, saying how long it
-/// was.
+/// was. A replaced NUL takes three bytes, so the length that decides is the replaced text's.
 pub(crate) fn truncate_error(message: &str) -> String {
-    if message.len() <= limits::MAX_ERROR_BYTES {
-        return text::storable(message, limits::MAX_ERROR_BYTES).into_owned();
+    let replaced = text::storable(message, usize::MAX);
+    if replaced.len() <= limits::MAX_ERROR_BYTES {
+        return replaced.into_owned();
     }
     let suffix = format!("… ({} bytes, truncated)", message.len());
-    let kept = text::storable(message, limits::MAX_ERROR_BYTES - suffix.len());
+    let kept = text::storable(&replaced, limits::MAX_ERROR_BYTES - suffix.len());
     format!("{kept}{suffix}")
 }
 
@@ -251,6 +252,10 @@ mod tests {
         let long = format!("\0{}", "x".repeat(5000));
         let cut = truncate_error(&long);
         assert!(!cut.contains('\0') && cut.len() <= limits::MAX_ERROR_BYTES);
+        // Short as given, long once replaced: cut, and says so.
+        let cut = truncate_error(&"\0".repeat(1000));
+        assert!(cut.len() <= limits::MAX_ERROR_BYTES, "{}", cut.len());
+        assert!(cut.ends_with("… (1000 bytes, truncated)"), "{cut}");
     }
 
     #[test]

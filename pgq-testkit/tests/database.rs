@@ -162,3 +162,23 @@ async fn advancing_time_makes_delayed_and_backed_off_jobs_due() {
     db.make_due(delayed).await;
     assert_eq!(drain(&client, "mail").await[0].id, delayed);
 }
+
+#[tokio::test]
+async fn advancing_time_by_any_length_makes_every_job_due() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let now = client.enqueue(mail("now@x")).await.unwrap().id();
+    let farthest = client
+        .enqueue_with(
+            mail("farthest@x"),
+            EnqueueOptions::default().delay(pgq_core::limits::MAX_DELAY),
+        )
+        .await
+        .unwrap()
+        .id();
+    // Far past 1970 for the job due now, and past any time for the other.
+    db.advance(Duration::MAX).await;
+    let mut drained: Vec<_> = drain(&client, "mail").await.iter().map(|j| j.id).collect();
+    drained.sort();
+    assert_eq!(drained, vec![now, farthest]);
+}

@@ -326,32 +326,47 @@ impl JobFilter {
         {
             return invalid(err.to_string());
         }
+        // (what, text, shortest, longest): the bounds a stored job's text has. A tag's value
+        // can be empty, as an enqueue allows.
         let texts = [
-            ("task name", self.task.as_deref(), limits::MAX_TASK_NAME_LEN),
+            (
+                "task name",
+                self.task.as_deref(),
+                1,
+                limits::MAX_TASK_NAME_LEN,
+            ),
             (
                 "unique key",
                 self.unique_key.as_deref(),
+                1,
                 limits::MAX_UNIQUE_KEY_BYTES,
             ),
             (
                 "error text",
                 self.error_contains.as_deref(),
+                1,
                 limits::MAX_ERROR_SEARCH_BYTES,
             ),
         ];
         let tags = self.tags.iter().flat_map(|(name, value)| {
             [
-                ("tag name", Some(name.as_str()), limits::MAX_TAG_KEY_BYTES),
+                (
+                    "tag name",
+                    Some(name.as_str()),
+                    1,
+                    limits::MAX_TAG_KEY_BYTES,
+                ),
                 (
                     "tag value",
                     Some(value.as_str()),
+                    0,
                     limits::MAX_TAG_VALUE_BYTES,
                 ),
             ]
         });
-        for (what, text, max) in texts.into_iter().chain(tags) {
+        for (what, text, min, max) in texts.into_iter().chain(tags) {
             if let Some(text) = text {
-                searchable(what, text, max).map_err(Error::InvalidFilter)?;
+                searchable(what, text, min, max).map_err(Error::InvalidFilter)?;
             }
         }
         if self.tags.len() > limits::MAX_TAGS {
@@ -401,13 +416,13 @@ impl JobFilter {
     }
 }
 
-/// Text a filter compares with stored text: 1 to `max` bytes, and no NUL character, which
+/// Text a filter compares with stored text: `min` to `max` bytes, and no NUL character, which
 /// PostgreSQL's text cannot hold (no stored job has one, and the database would refuse the
 /// statement rather than find nothing).
-fn searchable(what: &str, text: &str, max: usize) -> std::result::Result<(), String> {
-    if text.is_empty() || text.len() > max {
+fn searchable(what: &str, text: &str, min: usize, max: usize) -> std::result::Result<(), String> {
+    if text.len() < min || text.len() > max {
         return Err(format!(
-            "{what} of {} bytes; 1 to {max} are allowed",
+            "{what} of {} bytes; {min} to {max} are allowed",
             text.len()
         ));
     }

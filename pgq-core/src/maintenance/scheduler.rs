@@ -129,6 +129,7 @@ impl Service for Scheduler {
                 periodic,
                 through,
                 now,
+                grace(self.config.lease),
                 self.config.max_payload_bytes,
             );
             match step.await {
@@ -212,21 +213,25 @@ pub(crate) enum Step {
     Lost,
 }
 
-/// Enqueues what `periodic` has due at `now` past the watermark `through`.
+/// How late an instant may be and still run: [`defaults::SCHEDULE_GRACE`], or twice the leader
+/// lease when that is longer. A leader that dies right after renewing holds its lead for a whole
+/// lease, and the next one takes it at its next try, up to a third of a lease later: its
+/// instants must still be on time then.
+pub(crate) fn grace(leader_lease: Duration) -> Duration {
+    defaults::SCHEDULE_GRACE.max(leader_lease.saturating_mul(2))
+}
+
+/// Enqueues what `periodic` has due at `now` past the watermark `through`; instants older than
+/// `grace` were missed.
 pub(crate) async fn enqueue_due(
     store: &Store,
     periodic: &Periodic,
     through: DateTime<Utc>,
     now: DateTime<Utc>,
+    grace: Duration,
     max_payload_bytes: usize,
 ) -> Result<Step> {
-    let Some(due) = schedule::due(
-        &periodic.cadence,
-        periodic.missed,
-        through,
-        now,
-        defaults::SCHEDULE_GRACE,
-    ) else {
+    let Some(due) = schedule::due(&periodic.cadence, periodic.missed, through, now, grace) else {
         return Ok(Step::Idle);
     };
     let mut jobs = Vec::with_capacity(due.instants.len());
@@ -279,8 +284,15 @@ pub(crate) async fn enqueue_due_at(
         let Some(&through) = done.get(&periodic.name) else {
             continue;
         };
-        if let Step::Enqueued { ids, .. } =
-            enqueue_due(store, periodic, through, now, max_payload_bytes).await?
+        if let Step::Enqueued { ids, .. } = enqueue_due(
+            store,
+            periodic,
+            through,
+            now,
+            defaults::SCHEDULE_GRACE,
+            max_payload_bytes,
+        )
+        .await?
         {
             enqueued.extend(ids);
         }

@@ -72,14 +72,23 @@ pub(crate) async fn drop_idle_database(server: &PgConnectOptions, name: &str) ->
     on_server(server, format!("DROP DATABASE IF EXISTS {name}")).await
 }
 
+/// Times move back at most to 1970, the earliest a job's `run_at` may be: a jump past it leaves
+/// every job due, as it would be. (Moved further, a time would leave timestamptz's range.)
 const ADVANCE: &str = "
 UPDATE pgq.jobs
-SET run_at = run_at - ($1 * interval '1 millisecond'),
-    lease_expires_at = lease_expires_at - ($1 * interval '1 millisecond')
+SET run_at = run_at - least($1 * interval '1 millisecond',
+                            run_at - '1970-01-01 00:00:00+00'::timestamptz),
+    lease_expires_at = lease_expires_at
+        - least($1 * interval '1 millisecond',
+                lease_expires_at - '1970-01-01 00:00:00+00'::timestamptz)
 WHERE phase < 2";
+
+/// Longer than from 1970 to the latest `run_at` (10000): any longer jump does the same.
+const LONGEST_ADVANCE: Duration = Duration::from_secs(9_000 * 366 * 24 * 3600);
 
 pub(crate) async fn advance(store: &Store, by: Duration) -> Result<()> {
     let pool = store.pool();
+    let by = by.min(LONGEST_ADVANCE);
     sqlx::query(store.sql(ADVANCE))
         .persistent(store.prepared())
         .bind(i64::try_from(by.as_millis()).unwrap_or(i64::MAX))

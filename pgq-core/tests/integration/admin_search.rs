@@ -410,3 +410,29 @@ async fn time_ranges_reaching_chronos_bounds_search() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_tag_with_an_empty_value_is_found_by_it() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let empty = client
+        .enqueue_with(
+            Findable { n: 1 },
+            EnqueueOptions::default().tag("tenant", ""),
+        )
+        .await
+        .unwrap()
+        .id();
+    client
+        .enqueue_with(
+            Findable { n: 2 },
+            EnqueueOptions::default().tag("tenant", "acme"),
+        )
+        .await
+        .unwrap();
+    client.enqueue(Findable { n: 3 }).await.unwrap();
+    assert_eq!(
+        set(&client, JobFilter::new().tag("tenant", "")).await,
+        ids(&[empty])
+    );
+}

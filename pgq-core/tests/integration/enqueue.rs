@@ -429,3 +429,21 @@ async fn a_zero_statement_timeout_means_none_and_a_wakeup_window_of_any_length_e
     }
     assert_eq!(quiet.stats().await.unwrap()[0].due, 6);
 }
+
+#[tokio::test]
+async fn a_call_that_finds_no_free_connection_in_time_is_unresponsive_and_says_so() {
+    let db = TestDatabase::new().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let client =
+        pgq_core::Client::new(pool.clone()).with_statement_timeout(Duration::from_millis(300));
+    let held = pool.acquire().await.unwrap();
+    let err = client.stats().await.unwrap_err();
+    assert!(matches!(err, Error::Unresponsive(_)), "{err:?}");
+    assert!(err.to_string().contains("no connection free"), "{err}");
+    drop(held);
+    client.stats().await.unwrap();
+}

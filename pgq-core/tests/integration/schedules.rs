@@ -312,3 +312,75 @@ async fn bad_schedules_are_refused_by_build() {
         .build()
         .unwrap();
 }
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "sched_takeover")]
+struct TakeoverBeat;
+
+#[async_trait]
+impl Handler for TakeoverBeat {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+fn takeover_worker(client: &Client) -> Worker {
+    Worker::builder(client.clone())
+        .queue("sched_takeover", 1)
+        .periodic(Schedule::cron("*/10 * * * * *").name("takeover"), || {
+            TakeoverBeat
+        })
+        .leader_lease(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_leader_replaced_after_a_long_lease_misses_no_instant() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    // A first leader registers the schedule, then stops.
+    let handle = takeover_worker(&client).start();
+    support::eventually(|| async {
+        let led: bool = sqlx::query_scalar("SELECT EXISTS (SELECT FROM pgq.schedules)")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+        led.then_some(())
+    })
+    .await;
+    handle.shutdown().await.unwrap();
+    // As if it had died 90 s ago, right after its last step: its lead ran out 120 s later (a
+    // lease of two minutes), and its instants since are still to enqueue.
+    let died: DateTime<Utc> = sqlx::query_scalar(
+        "UPDATE pgq.schedules SET done_through = now() - interval '90 seconds'
+         RETURNING done_through",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    sqlx::raw_sql(
+        "DELETE FROM pgq.jobs;
+         UPDATE pgq.leaders SET expires_at = now() - interval '1 second'",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+
+    let handle = takeover_worker(&client).start();
+    let earliest = support::eventually(|| async {
+        let earliest: Option<DateTime<Utc>> =
+            sqlx::query_scalar("SELECT min(run_at) FROM pgq.jobs WHERE task = 'TakeoverBeat'")
+                .fetch_one(db.pool())
+                .await
+                .unwrap();
+        earliest
+    })
+    .await;
+    handle.shutdown().await.unwrap();
+    // The instants of (died, died + 20 s] are more than the default grace (60 s) old; they ran.
+    assert!(
+        earliest <= died + TimeDelta::seconds(20),
+        "earliest instant {earliest}, watermark {died}"
+    );
+}
