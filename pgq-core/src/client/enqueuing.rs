@@ -51,14 +51,26 @@ impl Client {
         let wakeup = self.wakeups.enqueue(&self.store, template.queue);
         let inserted = async {
             let mut conn = self.kept.acquire(&self.store).await?;
-            let inserted = on!(self.store, &mut conn, |c| store::enqueue::insert_one(
-                &self.store,
-                c,
-                &template,
-                &task,
-                options.replace,
-                wakeup.notifies(),
-            ));
+            let mut tries = 0;
+            let inserted = loop {
+                tries += 1;
+                let inserted = on!(self.store, &mut conn, |c| store::enqueue::insert_one(
+                    &self.store,
+                    c,
+                    &template,
+                    &task,
+                    options.replace,
+                    wakeup.notifies(),
+                ));
+                match inserted {
+                    // A deadlock or serialization failure (a replace meeting another, at the
+                    // serializable level): the statement rolled back; it runs again.
+                    Err(err) if err.is_conflict() && tries < store::CONFLICT_RETRIES => {
+                        store::conflict_pause(tries).await;
+                    }
+                    inserted => break inserted,
+                }
+            };
             match inserted {
                 Ok(enqueued) => {
                     conn.keep(self.store.pool());

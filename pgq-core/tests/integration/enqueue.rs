@@ -447,3 +447,51 @@ async fn a_call_that_finds_no_free_connection_in_time_is_unresponsive_and_says_s
     drop(held);
     client.stats().await.unwrap();
 }
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "serializable", unique_key = "account:{account}")]
+struct Recount {
+    account: u32,
+    n: u32,
+}
+
+#[tokio::test]
+async fn conflicting_enqueues_at_the_serializable_level_are_run_again() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "ALTER DATABASE \"{}\" SET default_transaction_isolation = 'serializable'",
+        db.name()
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(16)
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let client = pgq_core::Client::new(pool);
+    // Each failure means another of them committed: four meeting on a key need four tries at
+    // most, and pgq makes five.
+    for round in 0..10 {
+        let replaces = (0..4).map(|n| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .enqueue_with(
+                        Recount { account: round, n },
+                        EnqueueOptions::default().replace(),
+                    )
+                    .await
+            })
+        });
+        for replaced in futures_util::future::join_all(replaces).await {
+            replaced.unwrap().unwrap();
+        }
+    }
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.jobs")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(jobs, 10, "one job a key");
+}
