@@ -253,6 +253,17 @@ impl Error {
             .is_some_and(|code| code == "40P01" || code == "40001")
     }
 
+    /// Whether the server cancelled the statement at its `statement_timeout`.
+    pub(crate) fn is_statement_timeout(&self) -> bool {
+        let Error::Database(err) = self else {
+            return false;
+        };
+        err.as_database_error().is_some_and(|err| {
+            err.code().is_some_and(|code| code == "57014")
+                && err.message().contains("statement timeout")
+        })
+    }
+
     /// Whether the statement was prepared on this connection before a migration changed the
     /// columns it returns: PostgreSQL refuses to run it again until it is prepared anew.
     pub(crate) fn is_stale_plan(&self) -> bool {

@@ -5,8 +5,10 @@
 //!
 //! A database goes only when all of these hold, so that no running test loses its own: the server
 //! is on this machine (a process id means nothing on another), the name is a test database's
-//! (`pgq_test_<pid>_<n>_<nanos>`) of another process, no process with that id runs here, and no
-//! session is connected to it — PostgreSQL refuses the drop if one connects meanwhile.
+//! (`pgq_test_<pid>_<n>_<nanos>`, or one a test made from it with a suffix that starts with a
+//! letter, `pgq_test_<pid>_<n>_<nanos>_latin1`) of another process, no process with that id runs
+//! here, and no session is connected to it — PostgreSQL refuses the drop if one connects
+//! meanwhile.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,10 +42,17 @@ pub(crate) async fn sweep_once(server: &PgConnectOptions) {
 
 /// The process id in a test database's name, if `name` is one.
 fn owner(name: &str) -> Option<u32> {
-    let mut parts = name.strip_prefix(PREFIX)?.split('_');
+    let mut parts = name.strip_prefix(PREFIX)?.splitn(4, '_');
     let pid = parts.next()?.parse().ok()?;
-    let numbered = parts.by_ref().take(2).filter(|p| p.parse::<u64>().is_ok());
-    (numbered.count() == 2 && parts.next().is_none()).then_some(pid)
+    let numbered = parts
+        .by_ref()
+        .take(2)
+        .filter(|p| p.parse::<u64>().is_ok())
+        .count();
+    let derived = parts
+        .next()
+        .is_none_or(|suffix| suffix.starts_with(|c: char| c.is_ascii_alphabetic()));
+    (numbered == 2 && derived).then_some(pid)
 }
 
 /// Whether the server runs on this machine: a Unix socket or a loopback address.
@@ -73,6 +82,8 @@ mod tests {
         assert_eq!(owner("pgq_test_4242_17_0"), Some(4242));
         assert_eq!(owner("pgq_test_4242_0"), None);
         assert_eq!(owner("pgq_test_4242_0_1_2"), None);
+        assert_eq!(owner("pgq_test_4242_0_1_latin1"), Some(4242));
+        assert_eq!(owner("pgq_test_4242_0_latin1"), None);
         assert_eq!(owner("pgq_test_x_0_1"), None);
         assert_eq!(owner("pgq_test_4242_a_1"), None);
         assert_eq!(owner("pgq_bench_4242"), None);

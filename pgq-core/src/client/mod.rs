@@ -405,7 +405,8 @@ impl Client {
     }
 
     /// Rescues every job whose lease expired now, as each worker's rescuer does periodically.
-    /// Returns the rescued ids.
+    /// Returns the rescued ids. It works in batches of 1000, each committed on its own: after an
+    /// error, the batches before it stay rescued.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
@@ -414,8 +415,12 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn rescue_expired(&self) -> Result<Vec<JobId>> {
-        let rescued = rescuer::rescue(&self.store).await?;
-        Ok(rescued.into_iter().map(|(id, _)| id).collect())
+        let mut rescued = Vec::new();
+        rescuer::rescue(&self.store, |batch| {
+            rescued.extend(batch.into_iter().map(|(id, _)| id));
+        })
+        .await?;
+        Ok(rescued)
     }
 
     /// Deletes finished jobs past `retention`, as each worker's cleaner does periodically.

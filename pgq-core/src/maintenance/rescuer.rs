@@ -21,15 +21,20 @@ pub(crate) struct RescuerConfig {
     pub(crate) interval: Duration,
 }
 
-/// Rescues every job whose lease has expired, a batch at a time.
-pub(crate) async fn rescue(store: &Store) -> Result<Vec<(JobId, String)>> {
-    let mut rescued = Vec::new();
+/// Rescues every job whose lease has expired, a batch at a time, handing each committed batch
+/// to `rescued`: a batch that fails leaves the ones before it rescued, and reported.
+pub(crate) async fn rescue(
+    store: &Store,
+    mut rescued: impl FnMut(Vec<(JobId, String)>),
+) -> Result<()> {
     loop {
         let batch = store::lease::rescue(store, RESCUE_BATCH).await?;
         let done = (batch.len() as i64) < RESCUE_BATCH;
-        rescued.extend(batch);
+        if !batch.is_empty() {
+            rescued(batch);
+        }
         if done {
-            return Ok(rescued);
+            return Ok(());
         }
     }
 }
@@ -106,14 +111,14 @@ impl Service for Rescuer {
             tracing::warn!(count = ids.len(), jobs = ?ids, "took back the jobs of dead workers");
             count_by_queue(orphaned.clone(), true);
         }
-        let rescued = rescue(&self.store).await;
-        released?;
-        let rescued = rescued?;
-        if !rescued.is_empty() {
-            let ids: Vec<JobId> = rescued.iter().map(|(id, _)| *id).collect();
+        let rescued = rescue(&self.store, |batch| {
+            let ids: Vec<JobId> = batch.iter().map(|(id, _)| *id).collect();
             tracing::warn!(count = ids.len(), jobs = ?ids, "rescued jobs whose lease expired");
-            count_by_queue(rescued, false);
-        }
+            count_by_queue(batch, false);
+        })
+        .await;
+        released?;
+        rescued?;
         if metric::ENABLED {
             self.report_depth().await?;
         }

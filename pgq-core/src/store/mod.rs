@@ -49,7 +49,8 @@ pub(crate) const STALE_PLAN_RETRIES: u32 = 64;
 /// Runs statements on a connection the caller holds, within the store's time limit:
 /// `on!(store, connection, |conn| statement(conn, ..))`. Behind a transaction pooler that cannot
 /// keep prepared statements, the work runs inside a transaction of its own, so that every message
-/// of a statement reaches one server connection.
+/// of a statement reaches one server connection, and the server holds it to
+/// [`Store::server_timeout`].
 macro_rules! on {
     ($store:expr, $connection:expr, |$conn:ident| $work:expr) => {{
         let store: &$crate::store::Store = &$store;
@@ -57,7 +58,8 @@ macro_rules! on {
         if store.pinned() {
             store
                 .bound(async {
-                    let mut tx = ::sqlx::Connection::begin(&mut *connection).await?;
+                    let mut tx =
+                        ::sqlx::Connection::begin_with(&mut *connection, store.begin()).await?;
                     let done = {
                         let $conn: &mut ::sqlx::PgConnection = &mut tx;
                         $work.await
@@ -219,6 +221,24 @@ impl Store {
         self.timeout
     }
 
+    /// The limit the server itself holds pgq's statements to, where pgq can set one: a tenth
+    /// shorter than the time the client waits, so that a statement the client gives up on (a
+    /// tick waiting for a lock) is cancelled by the server and never commits after it. `None`
+    /// without a limit.
+    pub(crate) fn server_timeout(&self) -> Option<Duration> {
+        (self.timeout != Duration::MAX)
+            .then(|| (self.timeout - self.timeout / 10).max(Duration::from_millis(1)))
+    }
+
+    /// What starts a statement's own transaction behind a transaction pooler: `BEGIN`, with the
+    /// server's limit for it (in the same round trip).
+    pub(crate) fn begin(&self) -> ::sqlx::AssertSqlSafe<String> {
+        ::sqlx::AssertSqlSafe(match self.server_timeout() {
+            Some(limit) => format!("BEGIN; SET LOCAL statement_timeout = {}", limit.as_millis()),
+            None => "BEGIN".to_owned(),
+        })
+    }
+
     pub(crate) fn schema(&self) -> &Schema {
         &self.schema
     }
@@ -274,9 +294,15 @@ impl Store {
 
     /// Waits at most the time limit for `work`, on a connection the caller holds; after an
     /// [`Error::Unresponsive`] the caller closes that connection.
+    /// A statement the server cancelled at its limit ([`Store::server_timeout`]) is reported as
+    /// the client's own would be.
     pub(crate) async fn bound<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
-        tokio::time::timeout(self.timeout, work)
-            .await
-            .unwrap_or(Err(Error::Unresponsive(self.timeout)))
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(Err(err)) if self.server_timeout().is_some() && err.is_statement_timeout() => {
+                Err(Error::Unresponsive(self.timeout))
+            }
+            Ok(result) => result,
+            Err(_) => Err(Error::Unresponsive(self.timeout)),
+        }
     }
 }

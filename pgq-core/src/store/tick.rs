@@ -6,6 +6,10 @@
 //! was still running at the next round trip. Three updates of distinct rows in one transaction,
 //! each fenced on (id, attempt, worker).
 //!
+//! A claimed job's lease counts from when its row is written (`clock_timestamp()`), not from the
+//! statement's start (`now()`): a claim that waited for a lock still gives its jobs their whole
+//! lease.
+//!
 //! The statement sets its own `synchronous_commit` (transaction-local, so that nothing of the
 //! session changes and it works behind a transaction pooler): durable when it carries
 //! completions and the worker wants them durable; a claim or a start alone never waits for the
@@ -117,7 +121,7 @@ claimed AS (
         started_at = CASE WHEN ranked.rank <= $11 THEN now() ELSE job.started_at END,
         phase = 1, attempts = job.attempts + 1, worker_id = $3,
         claimed_at = now(),
-        lease_expires_at = now() + (($9::bigint[])[array_position($7, job.task)]
+        lease_expires_at = clock_timestamp() + (($9::bigint[])[array_position($7, job.task)]
                                     * interval '1 millisecond'),
         updated_at = now()
     FROM ranked
@@ -244,7 +248,7 @@ const CLAIM_RUNNING: &str = "
 UPDATE pgq.jobs AS job
 SET status = 'running', phase = 1, attempts = job.attempts + 1, worker_id = $1,
     claimed_at = now(), started_at = now(),
-    lease_expires_at = now() + (($5::bigint[])[array_position($3, job.task)]
+    lease_expires_at = clock_timestamp() + (($5::bigint[])[array_position($3, job.task)]
                                 * interval '1 millisecond'),
     updated_at = now()
 WHERE job.id = ANY(ARRAY(

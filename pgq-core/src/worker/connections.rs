@@ -10,6 +10,8 @@
 //!   ([`WorkerBuilder::upkeep_connections`](crate::WorkerBuilder::upkeep_connections));
 //! - `pgq-listen`: the one LISTEN connection (none behind a transaction pooler).
 
+use std::time::Duration;
+
 use sqlx::PgPool;
 
 /// A pool like `pool`, of at most `connections`, its connections named `application_name` and
@@ -18,7 +20,7 @@ fn like(
     pool: &PgPool,
     connections: u32,
     application_name: &str,
-    settings: &[(&str, &str)],
+    settings: &[(&str, String)],
 ) -> PgPool {
     let mut options = pool
         .connect_options()
@@ -27,7 +29,7 @@ fn like(
         .application_name(application_name);
     // Only when there are any: sqlx sends an empty `options` otherwise, which poolers refuse.
     if !settings.is_empty() {
-        options = options.options(settings.iter().copied());
+        options = options.options(settings.iter().map(|(name, value)| (*name, value)));
     }
     pool.options()
         .clone()
@@ -59,13 +61,38 @@ pub(crate) const BOUNDED: &[(&str, &str)] = &[
 /// builds it again when the table's statistics change.
 const ONE_PLAN: (&str, &str) = ("plan_cache_mode", "force_generic_plan");
 
-/// One queue's dispatcher connections. Behind a transaction pooler, which refuses settings in a
-/// connection's startup and keeps no session state, they are plain.
-pub(crate) fn dispatch_pool(pool: &PgPool, queue: &str, connections: u32, pooled: bool) -> PgPool {
+/// [`BOUNDED`], `also`, and the server's limit for each statement
+/// ([`Store::server_timeout`](crate::store::Store::server_timeout)): a statement the worker gave
+/// up on is cancelled by the server too, and never commits later.
+fn settings(
+    also: &[(&'static str, &'static str)],
+    limit: Option<Duration>,
+) -> Vec<(&'static str, String)> {
+    let mut settings: Vec<(&str, String)> = BOUNDED
+        .iter()
+        .chain(also)
+        .map(|&(name, value)| (name, value.to_owned()))
+        .collect();
+    if let Some(limit) = limit {
+        settings.push(("statement_timeout", limit.as_millis().to_string()));
+    }
+    settings
+}
+
+/// One queue's dispatcher connections, their statements held to `limit` by the server. Behind
+/// a transaction pooler, which refuses settings in a connection's startup and keeps no session
+/// state, they are plain (each statement's own transaction sets its limit).
+pub(crate) fn dispatch_pool(
+    pool: &PgPool,
+    queue: &str,
+    connections: u32,
+    pooled: bool,
+    limit: Option<Duration>,
+) -> PgPool {
     let settings = if pooled {
         Vec::new()
     } else {
-        [BOUNDED, &[ONE_PLAN]].concat()
+        settings(&[ONE_PLAN], limit)
     };
     like(
         pool,
@@ -78,9 +105,18 @@ pub(crate) fn dispatch_pool(pool: &PgPool, queue: &str, connections: u32, pooled
 /// A small pool of its own for lease renewal and maintenance, so that handlers holding every
 /// connection of the client's pool cannot starve them; plain behind a transaction pooler, as
 /// the dispatcher's.
-pub(crate) fn upkeep_pool(pool: &PgPool, connections: u32, pooled: bool) -> PgPool {
-    let settings = if pooled { &[][..] } else { BOUNDED };
-    like(pool, connections, "pgq-upkeep", settings)
+pub(crate) fn upkeep_pool(
+    pool: &PgPool,
+    connections: u32,
+    pooled: bool,
+    limit: Option<Duration>,
+) -> PgPool {
+    let settings = if pooled {
+        Vec::new()
+    } else {
+        settings(&[], limit)
+    };
+    like(pool, connections, "pgq-upkeep", &settings)
 }
 
 /// The listener's one connection.

@@ -72,11 +72,16 @@ impl Runtime {
                     &queue.name,
                     config.dispatch_connections,
                     client.is_pooled(),
+                    client.store().server_timeout(),
                 )
             })
             .collect();
-        let upkeep_pool =
-            connections::upkeep_pool(client.pool(), config.upkeep_connections, client.is_pooled());
+        let upkeep_pool = connections::upkeep_pool(
+            client.pool(),
+            config.upkeep_connections,
+            client.is_pooled(),
+            client.store().server_timeout(),
+        );
         let completer = Arc::new(Completer::new(
             client.store().clone(),
             client.store().on(upkeep_pool.clone()),

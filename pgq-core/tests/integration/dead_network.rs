@@ -147,3 +147,109 @@ async fn a_failed_tick_stalls_its_queue_a_second_at_most() {
     );
     handle.shutdown().await.unwrap();
 }
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "lock-wait")]
+struct PastALock;
+
+#[async_trait]
+impl Handler for PastALock {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// A claim that waits for a lock longer than the statement timeout is given up by the worker;
+/// the server must give it up too, or it claims the job after the lock is released, for a worker
+/// that never learns of it (the job waits out its lease, then runs again with an attempt spent).
+async fn a_claim_waiting_past_the_timeout_never_commits(client: Client, db: &TestDatabase) {
+    let client = client.with_statement_timeout(Duration::from_secs(1));
+    // A rate limit: the claim takes tokens from the queue's row, under its lock.
+    client
+        .set_queue_rate(
+            "lock-wait",
+            pgq_core::RateLimit::new(1000, Duration::from_secs(1)),
+        )
+        .await
+        .unwrap();
+    let id = client.enqueue(PastALock).await.unwrap().id();
+    let mut lock = db.pool().begin().await.unwrap();
+    sqlx::query("SELECT FROM pgq.queues WHERE name = 'lock-wait' FOR UPDATE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let worker = Worker::builder(client.clone())
+        .queue("lock-wait", 1)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    // A claim waits for the lock...
+    let waiting_since: chrono::DateTime<chrono::Utc> = support::eventually(|| async {
+        sqlx::query_scalar(
+            "SELECT min(query_start) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'
+               AND application_name = 'pgq-dispatch:lock-wait'",
+        )
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
+    })
+    .await;
+    // ... past the time the worker waits for it.
+    support::eventually(|| async {
+        sqlx::query_scalar::<_, bool>("SELECT now() > $1 + interval '1.5 seconds'")
+            .bind(waiting_since)
+            .fetch_one(db.pool())
+            .await
+            .unwrap()
+            .then_some(())
+    })
+    .await;
+    lock.commit().await.unwrap();
+    assert_eq!(
+        support::finished(&mut events, id).await,
+        (JobOutcome::Completed, None)
+    );
+    handle.shutdown().await.unwrap();
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
+}
+
+#[tokio::test]
+async fn a_claim_waiting_for_a_lock_past_the_timeout_never_commits() {
+    let db = TestDatabase::new().await;
+    a_claim_waiting_past_the_timeout_never_commits(db.client(), &db).await;
+}
+
+#[tokio::test]
+async fn behind_a_pooler_a_claim_waiting_past_the_timeout_never_commits() {
+    let db = TestDatabase::new().await;
+    a_claim_waiting_past_the_timeout_never_commits(db.client().behind_pooler(), &db).await;
+}
+
+#[tokio::test]
+async fn a_call_the_server_cancels_at_its_limit_is_unresponsive() {
+    let db = TestDatabase::new().await;
+    // Behind a pooler, each statement's transaction sets the server's limit.
+    let client = db
+        .client()
+        .behind_pooler()
+        .with_statement_timeout(Duration::from_secs(1));
+    let id = client.enqueue(PastALock).await.unwrap().id();
+    let mut lock = db.pool().begin().await.unwrap();
+    sqlx::query("SELECT FROM pgq.jobs WHERE id = $1 FOR UPDATE")
+        .bind(id.get())
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let err = client.cancel(id).await.unwrap_err();
+    assert!(matches!(err, pgq_core::Error::Unresponsive(_)), "{err:?}");
+    lock.rollback().await.unwrap();
+    // Nothing of it was written.
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.cancel_requested_at),
+        (JobStatus::Pending, None)
+    );
+}
