@@ -123,7 +123,7 @@ impl Client {
                 ids.sort_unstable();
                 ids.dedup();
                 for batch in ids.chunks(limits::ACTION_BATCH) {
-                    report.extend(bulk::apply(store, action, batch).await?);
+                    report.extend(bulk::apply(store, action, batch, None).await?);
                 }
             }
             JobSelection::Filter(filter) => {
@@ -140,7 +140,9 @@ impl Client {
                 loop {
                     let (ids, next) = run!(store, |conn| search::ids(store, conn, &filter))?;
                     if !ids.is_empty() {
-                        report.extend(bulk::apply(store, action, &ids).await?);
+                        report.extend(
+                            bulk::apply(store, action, &ids, Some(&filter.statuses)).await?,
+                        );
                     }
                     match next {
                         Some(next) => filter.after = Some(next),

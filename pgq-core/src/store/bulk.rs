@@ -4,7 +4,9 @@
 //! with the status it found, so that what was skipped says why. Every read of the table is by
 //! `id = ANY(...)`, and no update or delete joins its jobs to another list, so that no plan of
 //! it scans the whole table or compares every pair of a batch's jobs, whatever the statistics
-//! (see `store::plans`).
+//! (see `store::plans`). An action by filter also passes the filter's statuses, checked under
+//! the lock: a job that left them since the search (a pending job a worker claimed) is left
+//! alone, even where the action could change it.
 
 use std::collections::HashSet;
 
@@ -39,6 +41,7 @@ const RETRY: &str = concat!(
 WITH target AS (
     SELECT id FROM pgq.jobs
     WHERE id = ANY($1) AND (status = 'failed' OR status = 'cancelled')
+      AND ($3::text[] IS NULL OR status = ANY($3::text[]))
     ORDER BY id
     FOR UPDATE
 ),
@@ -59,7 +62,10 @@ SELECT asked.id, before.status AS before, changed.phase AS after",
 const CANCEL: &str = concat!(
     "
 WITH target AS (
-    SELECT id FROM pgq.jobs WHERE id = ANY($1) AND phase < 2 ORDER BY id FOR UPDATE
+    SELECT id FROM pgq.jobs
+    WHERE id = ANY($1) AND phase < 2 AND ($2::text[] IS NULL OR status = ANY($2::text[]))
+    ORDER BY id
+    FOR UPDATE
 ),
 changed AS (
     UPDATE pgq.jobs AS job SET
@@ -81,7 +87,10 @@ SELECT asked.id, before.status AS before, changed.phase AS after,
 const DELETE: &str = concat!(
     "
 WITH target AS (
-    SELECT id FROM pgq.jobs WHERE id = ANY($1) AND (phase = 2 OR $2) ORDER BY id FOR UPDATE
+    SELECT id FROM pgq.jobs
+    WHERE id = ANY($1) AND (phase = 2 OR $2) AND ($3::text[] IS NULL OR status = ANY($3::text[]))
+    ORDER BY id
+    FOR UPDATE
 ),
 deleted AS (
     DELETE FROM pgq.jobs AS job
@@ -97,7 +106,10 @@ SELECT asked.id, before.status AS before, deleted.phase AS after,
 const RUN_NOW: &str = concat!(
     "
 WITH target AS (
-    SELECT id FROM pgq.jobs WHERE id = ANY($1) AND phase = 0 ORDER BY id FOR UPDATE
+    SELECT id FROM pgq.jobs
+    WHERE id = ANY($1) AND phase = 0 AND ($2::text[] IS NULL OR status = ANY($2::text[]))
+    ORDER BY id
+    FOR UPDATE
 ),
 changed AS (
     UPDATE pgq.jobs AS job SET run_at = least(job.run_at, now()), updated_at = now()
@@ -112,7 +124,10 @@ SELECT asked.id, before.status AS before, changed.phase AS after",
 const PRIORITY: &str = concat!(
     "
 WITH target AS (
-    SELECT id FROM pgq.jobs WHERE id = ANY($1) AND phase = 0 ORDER BY id FOR UPDATE
+    SELECT id FROM pgq.jobs
+    WHERE id = ANY($1) AND phase = 0 AND ($3::text[] IS NULL OR status = ANY($3::text[]))
+    ORDER BY id
+    FOR UPDATE
 ),
 changed AS (
     UPDATE pgq.jobs AS job SET priority = $2, updated_at = now()
@@ -157,12 +172,20 @@ impl Action {
 /// Applies `action` to `ids` (distinct, at most a batch) in one statement. A retry that would
 /// give a unique key a second active job fails its whole statement: the batch is then retried
 /// one job at a time, and the jobs that conflict are skipped.
-pub(crate) async fn apply(store: &Store, action: Action, ids: &[i64]) -> Result<ActionReport> {
-    match run_batch(store, action, ids).await {
+pub(crate) async fn apply(
+    store: &Store,
+    action: Action,
+    ids: &[i64],
+    statuses: Option<&[JobStatus]>,
+) -> Result<ActionReport> {
+    let statuses: Option<Vec<&'static str>> =
+        statuses.map(|statuses| statuses.iter().map(|s| s.as_str()).collect());
+    let statuses = statuses.as_deref();
+    match run_batch(store, action, ids, statuses).await {
         Err(err) if is_unique_violation(&err) && ids.len() > 1 => {
             let mut report = ActionReport::default();
             for &id in ids {
-                report.extend(match run_batch(store, action, &[id]).await {
+                report.extend(match run_batch(store, action, &[id], statuses).await {
                     Err(err) if is_unique_violation(&err) => ActionReport {
                         skipped: vec![(JobId::from(id), SkipReason::UniqueKeyHeld)],
                         ..ActionReport::default()
@@ -183,25 +206,42 @@ pub(crate) async fn apply(store: &Store, action: Action, ids: &[i64]) -> Result<
     }
 }
 
-async fn run_batch(store: &Store, action: Action, ids: &[i64]) -> Result<ActionReport> {
+async fn run_batch(
+    store: &Store,
+    action: Action,
+    ids: &[i64],
+    statuses: Option<&[&str]>,
+) -> Result<ActionReport> {
     let rows = run!(store, |conn| async {
         let query = match action {
             Action::Retry { attempts_left } => sqlx::query(store.sql(RETRY))
                 .bind(ids)
-                .bind(attempts_left.max(1)),
-            Action::Cancel => sqlx::query(store.sql(CANCEL)).bind(ids),
-            Action::Delete { force } => sqlx::query(store.sql(DELETE)).bind(ids).bind(force),
-            Action::RunNow => sqlx::query(store.sql(RUN_NOW)).bind(ids),
-            Action::Priority(priority) => sqlx::query(store.sql(PRIORITY)).bind(ids).bind(priority),
+                .bind(attempts_left.max(1))
+                .bind(statuses),
+            Action::Cancel => sqlx::query(store.sql(CANCEL)).bind(ids).bind(statuses),
+            Action::Delete { force } => sqlx::query(store.sql(DELETE))
+                .bind(ids)
+                .bind(force)
+                .bind(statuses),
+            Action::RunNow => sqlx::query(store.sql(RUN_NOW)).bind(ids).bind(statuses),
+            Action::Priority(priority) => sqlx::query(store.sql(PRIORITY))
+                .bind(ids)
+                .bind(priority)
+                .bind(statuses),
         };
         Ok(query
             .persistent(store.prepared())
             .fetch_all(&mut *conn)
             .await?)
     })?;
+    let allowed = |status: JobStatus| {
+        action.statuses().contains(&status)
+            && statuses.is_none_or(|statuses| statuses.contains(&status.as_str()))
+    };
     // One row per id asked for; an id asked twice is reported once.
     let mut seen: HashSet<i64> = HashSet::with_capacity(rows.len());
     let mut report = ActionReport::default();
+    let mut moved = Vec::new();
     for row in rows {
         let id: i64 = row.try_get("id")?;
         if !seen.insert(id) {
@@ -218,12 +258,42 @@ async fn run_batch(store: &Store, action: Action, ids: &[i64]) -> Result<ActionR
                 let status: JobStatus = status
                     .parse()
                     .map_err(|message: String| sqlx::Error::Decode(message.into()))?;
-                report.skipped.push((job, SkipReason::State(status)));
+                if allowed(status) {
+                    moved.push(job);
+                } else {
+                    report.skipped.push((job, SkipReason::State(status)));
+                }
             }
+        }
+    }
+    // Skipped in a status the action would change: the job moved after the statement's
+    // snapshot, and the lock found it elsewhere. Its reason is where it is now.
+    if !moved.is_empty() {
+        let ids: Vec<i64> = moved.iter().map(|id| id.get()).collect();
+        let now: Vec<(i64, String)> = run!(store, |conn| async {
+            Ok(sqlx::query_as(store.sql(STATUSES))
+                .persistent(store.prepared())
+                .bind(&ids)
+                .fetch_all(&mut *conn)
+                .await?)
+        })?;
+        for job in moved {
+            let reason = match now.iter().find(|(id, _)| *id == job.get()) {
+                Some((_, status)) => SkipReason::State(
+                    status
+                        .parse()
+                        .map_err(|message: String| sqlx::Error::Decode(message.into()))?,
+                ),
+                None => SkipReason::NotFound,
+            };
+            report.skipped.push((job, reason));
         }
     }
     Ok(report)
 }
+
+/// The statuses of jobs now.
+const STATUSES: &str = "SELECT id, status::text FROM pgq.jobs WHERE id = ANY($1)";
 
 fn is_unique_violation(err: &Error) -> bool {
     match err {
@@ -245,6 +315,7 @@ mod tests {
             super::DELETE,
             super::RUN_NOW,
             super::PRIORITY,
+            super::STATUSES,
         ]);
     }
 
@@ -258,6 +329,7 @@ mod tests {
                 ("DELETE", super::DELETE, ""),
                 ("RUN_NOW", super::RUN_NOW, ""),
                 ("PRIORITY", super::PRIORITY, ""),
+                ("STATUSES", super::STATUSES, ""),
             ],
         )
         .await;

@@ -305,3 +305,69 @@ async fn releasing_a_worker_id_no_worker_can_have_is_refused() {
     }
     assert_eq!(client.release_worker("web-3:4121").await.unwrap(), vec![]);
 }
+
+/// An action by filter checks the filter's statuses when it acts, under the job's lock, not only
+/// when it searched: a pending job a worker claims in between is left alone, even by an action
+/// that could change it (a forced delete, a cancel).
+#[tokio::test]
+async fn a_job_that_leaves_the_filters_status_after_the_search_is_left_alone() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    for (action, n) in [("delete", 1), ("cancel", 2)] {
+        let id = client.enqueue(Actionable { n }).await.unwrap().id();
+        let mut claim = db.pool().begin().await.unwrap();
+        sqlx::query("SELECT FROM pgq.jobs WHERE id = $1 FOR UPDATE")
+            .bind(id.get())
+            .execute(&mut *claim)
+            .await
+            .unwrap();
+        let pending = JobFilter::new()
+            .queue("actions")
+            .statuses([JobStatus::Pending]);
+        let acting = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                match action {
+                    "delete" => client.delete_jobs(pending, true).await,
+                    _ => client.cancel_jobs(pending).await,
+                }
+            })
+        };
+        // The action found the job pending and waits for its lock...
+        support::eventually(|| async {
+            sqlx::query_scalar::<_, bool>(
+                "SELECT EXISTS (SELECT FROM pg_stat_activity
+                                WHERE datname = current_database() AND wait_event_type = 'Lock')",
+            )
+            .fetch_one(db.pool())
+            .await
+            .unwrap()
+            .then_some(())
+        })
+        .await;
+        // ... which a worker holds while it claims the job.
+        sqlx::query(
+            "UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'w',
+                    claimed_at = now(), started_at = now(),
+                    lease_expires_at = now() + interval '1 minute'
+             WHERE id = $1",
+        )
+        .bind(id.get())
+        .execute(&mut *claim)
+        .await
+        .unwrap();
+        claim.commit().await.unwrap();
+        let report = acting.await.unwrap().unwrap();
+        assert_eq!(
+            report.skipped,
+            vec![(id, SkipReason::State(JobStatus::Running))],
+            "{action}: {report:?}"
+        );
+        let job = client.job(id).await.unwrap().unwrap();
+        assert_eq!(
+            (job.status, job.cancel_requested_at),
+            (JobStatus::Running, None),
+            "{action}"
+        );
+    }
+}
