@@ -184,7 +184,7 @@ impl Completer {
                 JobOutcome::Unrecorded
             }
         };
-        self.held.forget(state.id, state.attempt);
+        self.held.forget_attempt(&state);
         self.reporter.finished([Finished {
             state,
             task,
@@ -354,7 +354,7 @@ impl Completer {
                 } else {
                     JobOutcome::LeaseLost
                 };
-                self.held.forget(success.id, success.attempt);
+                self.held.forget_attempt(&success.state);
                 actives.push(success.active);
                 Finished {
                     state: success.state,
@@ -410,7 +410,7 @@ impl Completer {
                     JobOutcome::Unrecorded
                 }
             };
-            self.held.forget(id, attempt);
+            self.held.forget_attempt(&state);
             released.push(Finished {
                 state,
                 task: held.task,

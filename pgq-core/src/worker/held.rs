@@ -6,6 +6,7 @@
 //! its start.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures_util::future::AbortHandle;
@@ -18,12 +19,25 @@ use crate::store::lease::{HeldLease, Renewed};
 #[derive(Debug, Default)]
 pub(crate) struct HeldJobs {
     jobs: Mutex<HashMap<JobId, Held>>,
+    /// Numbers each claim, so that what renewal learnt of one is never applied to a later claim
+    /// of the same job with the same attempt number (a snooze or a release gives the attempt
+    /// back, and this worker may claim the job again before the renewal returns).
+    claims: AtomicU64,
+}
+
+/// The leases to renew, each with the claim it was taken for.
+#[derive(Debug)]
+pub(crate) struct HeldLeases {
+    pub(crate) leases: Vec<HeldLease>,
+    claims: Vec<u64>,
 }
 
 #[derive(Debug)]
 struct Held {
     task: String,
     attempt: i32,
+    /// Which claim of the job this is ([`HeldJobs::claims`]).
+    claim: u64,
     lease_ms: i64,
     /// `None` while the job waits for a slot.
     running: Option<Running>,
@@ -72,6 +86,7 @@ impl HeldJobs {
         let held = Held {
             task: task.to_owned(),
             attempt,
+            claim: self.claims.fetch_add(1, Ordering::Relaxed),
             lease_ms,
             running: None,
             cancel_requested: false,
@@ -107,7 +122,22 @@ impl HeldJobs {
         }
     }
 
-    /// The job is no longer held by this worker: its attempt ended, or it was released.
+    /// The running attempt `state` ended: its job is no longer held by this worker, unless the
+    /// worker claimed it again meanwhile (a retry or a snooze due at once), which is a claim of
+    /// its own even with the same attempt number.
+    pub(crate) fn forget_attempt(&self, state: &Arc<AttemptState>) {
+        let mut jobs = self.jobs();
+        let same = jobs.get(&state.id).is_some_and(|held| {
+            held.running
+                .as_ref()
+                .is_some_and(|running| Arc::ptr_eq(&running.state, state))
+        });
+        if same {
+            jobs.remove(&state.id);
+        }
+    }
+
+    /// The job, claimed and never started, is no longer held by this worker: it was released.
     pub(crate) fn forget(&self, id: JobId, attempt: i32) {
         let mut jobs = self.jobs();
         if jobs.get(&id).is_some_and(|held| held.attempt == attempt) {
@@ -132,9 +162,10 @@ impl HeldJobs {
     }
 
     /// Every lease to renew: all held jobs but attempts past their deadline.
-    pub(crate) fn leases(&self) -> Vec<HeldLease> {
+    pub(crate) fn leases(&self) -> HeldLeases {
         let now = Instant::now();
         let mut leases = Vec::new();
+        let mut claims = Vec::new();
         for (&id, held) in self.jobs().iter_mut() {
             if let Some(running) = held.running.as_mut()
                 && running.deadline.is_some_and(|deadline| deadline <= now)
@@ -150,25 +181,26 @@ impl HeldJobs {
                 attempt: held.attempt,
                 lease_ms: held.lease_ms,
             });
+            claims.push(held.claim);
         }
-        leases
+        HeldLeases { leases, claims }
     }
 
     /// Applies what renewal learnt: a job asked to cancel is told so; a job whose lease could
     /// not be renewed is lost — a running attempt is told to stop, a waiting job never starts.
-    pub(crate) fn renewed(&self, asked: &[HeldLease], renewed: &[Renewed]) {
+    pub(crate) fn renewed(&self, asked: &HeldLeases, renewed: &[Renewed]) {
         let found: HashMap<JobId, bool> =
             renewed.iter().map(|r| (r.id, r.cancel_requested)).collect();
         let mut lost_states = Vec::new();
         let mut cancelled = Vec::new();
         {
             let mut jobs = self.jobs();
-            for lease in asked {
+            for (lease, &claim) in asked.leases.iter().zip(&asked.claims) {
                 let Some(held) = jobs.get(&lease.id) else {
                     continue; // finished meanwhile
                 };
-                if held.attempt != lease.attempt {
-                    continue;
+                if held.attempt != lease.attempt || held.claim != claim {
+                    continue; // claimed again since
                 }
                 match (found.get(&lease.id), &held.running) {
                     (Some(true), Some(running)) => cancelled.push(running.state.clone()),
@@ -217,5 +249,58 @@ impl HeldJobs {
         for abort in aborts {
             abort.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::HeldJobs;
+    use crate::attempt::{AttemptState, Backend};
+    use crate::attempt_trace::AttemptTrace;
+    use crate::job_id::JobId;
+
+    #[test]
+    fn an_attempt_that_ends_forgets_its_own_claim_not_a_later_one() {
+        let held = HeldJobs::default();
+        let job = JobId::from(7);
+        let attempt = || {
+            let backend = Backend::Recording(Mutex::default());
+            AttemptState::new(job, 1, backend, AttemptTrace::none())
+        };
+        held.claimed(job, "Report", 1, 60_000);
+        let first = attempt();
+        assert!(held.start(&first, None));
+        // It snoozes, due at once, and this worker claims the job again (the same attempt
+        // number) before the first attempt's end is reported.
+        held.claimed(job, "Report", 1, 60_000);
+        held.forget_attempt(&first);
+        assert_eq!(held.count(), 1, "the new claim is kept");
+        let second = attempt();
+        assert!(held.start(&second, None));
+        held.forget_attempt(&second);
+        assert_eq!(held.count(), 0);
+    }
+
+    #[test]
+    fn what_renewal_learnt_of_a_claim_is_not_applied_to_a_later_one() {
+        let held = HeldJobs::default();
+        let job = JobId::from(7);
+        held.claimed(job, "Report", 1, 60_000);
+        let asked = held.leases();
+        // The job is snoozed (its attempt given back) and claimed again, with the same attempt
+        // number, before the renewal returns without it.
+        held.forget(job, 1);
+        held.claimed(job, "Report", 1, 60_000);
+        held.renewed(&asked, &[]);
+        assert_eq!(held.count(), 1, "the new claim is kept");
+        // What renewal learns of the new claim applies.
+        held.renewed(&held.leases(), &[]);
+        assert_eq!(
+            held.count(),
+            0,
+            "a waiting job whose lease is gone is dropped"
+        );
     }
 }

@@ -37,10 +37,10 @@ impl Service for Renewer {
 
     async fn run_once(&mut self) -> Result<()> {
         let leases = self.held.leases();
-        if leases.is_empty() {
+        if leases.leases.is_empty() {
             return Ok(());
         }
-        let renewed = store::lease::renew(&self.store, &self.worker_id, &leases).await?;
+        let renewed = store::lease::renew(&self.store, &self.worker_id, &leases.leases).await?;
         self.held.renewed(&leases, &renewed);
         Ok(())
     }

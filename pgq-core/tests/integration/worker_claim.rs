@@ -253,7 +253,8 @@ async fn an_idle_worker_claims_what_waits_at_once_in_order_with_each_tasks_lease
     assert_eq!(started, vec![high, old, new, low], "claim order");
     let rows: Vec<(i64, String, i16, i32, bool, bool, f64)> = sqlx::query_as(
         "SELECT id, status, phase, attempts, worker_id = $1, started_at = claimed_at,
-                extract(epoch FROM lease_expires_at - claimed_at)::float8
+                -- The lease counts from the row's write, a moment after the claim's start.
+                round(extract(epoch FROM lease_expires_at - claimed_at))::float8
          FROM pgq.jobs ORDER BY id",
     )
     .bind(handle.worker_id())
