@@ -123,8 +123,8 @@ impl HeldJobs {
     }
 
     /// The running attempt `state` ended: its job is no longer held by this worker, unless the
-    /// worker claimed it again meanwhile (a retry or a snooze due at once), which is a claim of
-    /// its own even with the same attempt number.
+    /// worker claimed it again meanwhile (a snooze due at once gives the attempt back), which is
+    /// a claim of its own even with the same attempt number.
     pub(crate) fn forget_attempt(&self, state: &Arc<AttemptState>) {
         let mut jobs = self.jobs();
         let same = jobs.get(&state.id).is_some_and(|held| {
