@@ -17,12 +17,12 @@ use tokio::net::TcpListener;
 
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "reports", max_attempts = 1)]
-struct BuildReport {
+struct RenderReport {
     number: u64,
 }
 
 #[async_trait]
-impl Handler for BuildReport {
+impl Handler for RenderReport {
     async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
         if self.number.is_multiple_of(7) {
             return Err(TaskError::fail(format_args!(
@@ -67,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let handle = worker.start();
     client
-        .enqueue_many((1..=jobs).map(|number| BuildReport { number }))
+        .enqueue_many((1..=jobs).map(|number| RenderReport { number }))
         .await?;
     handle.stats().wait_for(|s| s.finished() >= jobs).await?;
     let stats = *handle.stats().borrow();

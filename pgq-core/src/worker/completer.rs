@@ -137,9 +137,13 @@ impl Completer {
             // Released and reported at shutdown: what the handler returned comes too late.
             return None;
         }
+        // An attempt that lost its lease is written on its own, fenced out: in a tick, its job
+        // (maybe claimed again since, and running) would count as finishing, and a keyed claim
+        // would leave it out of its key's held jobs.
         let plain_success = matches!(returned, Return::Ok)
             && !state.completed_in_tx()
-            && !state.is_cancel_requested();
+            && !state.is_cancel_requested()
+            && !state.is_lease_lost();
         if let Some(active) = active {
             if plain_success && let Some(batch) = self.queues.get(queue.as_str()) {
                 if state.has_unwritten_progress() && state.started().await {

@@ -40,11 +40,12 @@ GRANT USAGE ON SCHEMA pgq TO {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgq TO {role};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA pgq TO {role};";
 
-/// A role with the README's grants and nothing else, and a client connected as it.
+/// A role with the README's grants and nothing else, and a client connected as it (with a
+/// password, so that a server that asks for one lets it in).
 async fn app_role(db: &TestDatabase) -> (String, Client) {
     let role = format!("{}_app", db.name());
     let setup = format!(
-        "CREATE ROLE \"{role}\" LOGIN; {}",
+        "CREATE ROLE \"{role}\" LOGIN PASSWORD '{role}'; {}",
         GRANTS.replace("{role}", &format!("\"{role}\""))
     );
     sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
@@ -54,7 +55,7 @@ async fn app_role(db: &TestDatabase) -> (String, Client) {
     let pool = PgPoolOptions::new()
         .max_connections(5)
         .test_before_acquire(false)
-        .connect_with(db.connect_options().username(&role))
+        .connect_with(db.connect_options().username(&role).password(&role))
         .await
         .unwrap();
     (role, Client::new(pool))

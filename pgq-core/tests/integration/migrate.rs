@@ -348,17 +348,20 @@ async fn a_schema_applied_by_another_tool_from_pgqs_scripts_is_recognised() {
 
     // migrate() finds everything applied and runs no DDL: a role that may not create anything
     // in the database can run it.
-    sqlx::raw_sql(
-        "CREATE ROLE vendored_app LOGIN;
-         GRANT USAGE ON SCHEMA vendored_jobs TO vendored_app;
-         GRANT SELECT ON vendored_jobs.migrations TO vendored_app;",
-    )
+    // Named after the test's database, so that runs at once do not meet; with a password, so
+    // that a server that asks for one lets it in.
+    let app = format!("{}_vendored", db.name());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE \"{app}\" LOGIN PASSWORD '{app}';
+         GRANT USAGE ON SCHEMA vendored_jobs TO \"{app}\";
+         GRANT SELECT ON vendored_jobs.migrations TO \"{app}\";"
+    )))
     .execute(db.pool())
     .await
     .unwrap();
     let app_pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
-        .connect_with(db.connect_options().username("vendored_app"))
+        .connect_with(db.connect_options().username(&app).password(&app))
         .await
         .unwrap();
     let as_app = Client::new(app_pool.clone())
@@ -366,10 +369,12 @@ async fn a_schema_applied_by_another_tool_from_pgqs_scripts_is_recognised() {
         .unwrap();
     let migrated = as_app.migrate().await;
     app_pool.close().await;
-    sqlx::raw_sql("DROP OWNED BY vendored_app; DROP ROLE vendored_app")
-        .execute(db.pool())
-        .await
-        .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP OWNED BY \"{app}\"; DROP ROLE \"{app}\""
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
     migrated.expect("up to date: nothing to apply, no privilege needed");
     client.migrate().await.unwrap();
 
