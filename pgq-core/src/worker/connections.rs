@@ -63,11 +63,17 @@ const ONE_PLAN: (&str, &str) = ("plan_cache_mode", "force_generic_plan");
 
 /// [`BOUNDED`], `also`, and the server's limit for each statement
 /// ([`Store::server_timeout`](crate::store::Store::server_timeout)): a statement the worker gave
-/// up on is cancelled by the server too, and never commits later.
+/// up on is cancelled by the server too, and never commits later. None behind a transaction
+/// pooler, which refuses settings in a connection's startup and keeps no session state (each
+/// statement's own transaction sets its limit there).
 fn settings(
+    pooled: bool,
     also: &[(&'static str, &'static str)],
     limit: Option<Duration>,
 ) -> Vec<(&'static str, String)> {
+    if pooled {
+        return Vec::new();
+    }
     let mut settings: Vec<(&str, String)> = BOUNDED
         .iter()
         .chain(also)
@@ -79,9 +85,7 @@ fn settings(
     settings
 }
 
-/// One queue's dispatcher connections, their statements held to `limit` by the server. Behind
-/// a transaction pooler, which refuses settings in a connection's startup and keeps no session
-/// state, they are plain (each statement's own transaction sets its limit).
+/// One queue's dispatcher connections, their statements held to `limit` by the server.
 pub(crate) fn dispatch_pool(
     pool: &PgPool,
     queue: &str,
@@ -89,16 +93,11 @@ pub(crate) fn dispatch_pool(
     pooled: bool,
     limit: Option<Duration>,
 ) -> PgPool {
-    let settings = if pooled {
-        Vec::new()
-    } else {
-        settings(&[ONE_PLAN], limit)
-    };
     like(
         pool,
         connections,
         &format!("pgq-dispatch:{queue}"),
-        &settings,
+        &settings(pooled, &[ONE_PLAN], limit),
     )
 }
 
@@ -111,12 +110,12 @@ pub(crate) fn upkeep_pool(
     pooled: bool,
     limit: Option<Duration>,
 ) -> PgPool {
-    let settings = if pooled {
-        Vec::new()
-    } else {
-        settings(&[], limit)
-    };
-    like(pool, connections, "pgq-upkeep", &settings)
+    like(
+        pool,
+        connections,
+        "pgq-upkeep",
+        &settings(pooled, &[], limit),
+    )
 }
 
 /// The listener's one connection.
