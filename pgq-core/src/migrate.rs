@@ -10,7 +10,9 @@ use crate::store::{self, Store};
 
 /// Creates or updates pgq's schema (`pgq`) in the pool's database.
 ///
-/// Safe to call on every start, and from several processes at once.
+/// Safe to call on every start, and from several processes at once, whatever the database's
+/// default isolation level. The schema is created only when it is missing: a role that owns a
+/// schema made for it in advance needs no CREATE privilege on the database.
 ///
 /// ```no_run
 /// # async fn example(pool: sqlx::PgPool) -> pgq_core::Result<()> {

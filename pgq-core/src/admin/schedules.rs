@@ -36,9 +36,11 @@ pub struct ScheduleInfo {
     /// What it does with instants missed while no worker ran; `None` for a value this
     /// version does not know.
     pub missed: Option<Missed>,
-    /// The last instant it enqueued a job for.
+    /// The last instant it handled: a job was enqueued for it, or none because the task's unique
+    /// key was still held by an earlier job.
     pub last_run: Option<DateTime<Utc>>,
-    /// The job enqueued for [`last_run`](Self::last_run).
+    /// The last job it enqueued: for [`last_run`](Self::last_run), or for an earlier instant
+    /// when that one found its unique key held.
     pub last_job: Option<JobId>,
     /// Its next instant after now and after every instant already handled; `None` when the
     /// expression has no more instants (or the row holds one this version cannot read).

@@ -230,12 +230,17 @@ impl Store {
             .then(|| (self.timeout - self.timeout / 10).max(Duration::from_millis(1)))
     }
 
-    /// What starts a statement's own transaction behind a transaction pooler: `BEGIN`, with the
+    /// What starts a statement's own transaction behind a transaction pooler: `BEGIN` at read
+    /// committed (as the worker's own connections run, see `worker::connections`), with the
     /// server's limit for it (in the same round trip).
     pub(crate) fn begin(&self) -> ::sqlx::AssertSqlSafe<String> {
+        const BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
         ::sqlx::AssertSqlSafe(match self.server_timeout() {
-            Some(limit) => format!("BEGIN; SET LOCAL statement_timeout = {}", limit.as_millis()),
-            None => "BEGIN".to_owned(),
+            Some(limit) => format!(
+                "{BEGIN}; SET LOCAL statement_timeout = {}",
+                limit.as_millis()
+            ),
+            None => BEGIN.to_owned(),
         })
     }
 

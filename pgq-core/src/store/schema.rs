@@ -119,9 +119,10 @@ CREATE TABLE IF NOT EXISTS pgq.migrations (
 
 const RECORD: &str = "INSERT INTO pgq.migrations (version, name, checksum) VALUES ($1, $2, $3)";
 
-/// The md5 of a migration's text, as the bookkeeping records it (`md5()` in SQL).
+/// The md5 of a migration's text, as the bookkeeping records it (`md5()` in SQL), with its
+/// lines ended by `\n`: a checkout that ends them with `\r\n` builds a binary that agrees.
 fn checksum(sql: &str) -> String {
-    Md5::digest(sql.as_bytes())
+    Md5::digest(sql.replace("\r\n", "\n").as_bytes())
         .iter()
         .fold(String::with_capacity(32), |mut hex, byte| {
             let _ = write!(hex, "{byte:02x}");
@@ -138,6 +139,20 @@ fn ascii(sql: &str) -> String {
         .collect()
 }
 
+/// Creates `schema` unless it exists. `CREATE SCHEMA IF NOT EXISTS` needs the CREATE privilege
+/// on the database even when the schema exists: a role that migrates a schema made for it in
+/// advance (`CREATE SCHEMA … AUTHORIZATION`) has none. The name is checked when the client is
+/// made (lowercase letters, digits and `_`), so it needs no quoting inside the literal.
+fn create_schema(schema: &str) -> String {
+    format!(
+        "DO $create$ BEGIN\n\
+         IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = '{schema}') THEN\n\
+         CREATE SCHEMA \"{schema}\";\n\
+         END IF;\n\
+         END $create$;"
+    )
+}
+
 /// Every migration as a script for `schema`: `(version, name, sql)`. A script creates the schema
 /// and the bookkeeping table if need be, runs the migration under the search path `migrate`
 /// uses (functions keep it), and records itself; run each once, in order, in a transaction.
@@ -148,8 +163,9 @@ pub(crate) fn scripts(schema: &str) -> Vec<(i64, &'static str, String)> {
             let mut sql = format!(
                 "-- pgq migration {name} for schema \"{schema}\". Apply the scripts in order, each \
                  once;\n-- pgq's migrate() finds them applied.\n\
-                 CREATE SCHEMA IF NOT EXISTS \"{schema}\";\n\
+                 {create}\n\
                  SET search_path = pg_catalog, \"{schema}\";\n",
+                create = create_schema(schema),
                 name = migration.name,
             );
             sql.push_str(sql::in_schema(BOOKKEEPING, schema).trim());
@@ -192,7 +208,13 @@ pub(crate) async fn applied(store: &Store) -> Result<Vec<(i64, DateTime<Utc>)>> 
 /// else's (migrations name their own objects with the schema), and functions keep that path.
 pub(crate) async fn migrate(store: &Store) -> Result<()> {
     let schema = store.schema().name();
-    let mut tx = store.pool().begin().await?;
+    // Read committed whatever the database's default: a transaction that waited for the lock
+    // must read what the one before it committed, and a repeatable read or serializable one
+    // would read from a snapshot taken before its wait.
+    let mut tx = store
+        .pool()
+        .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
+        .await?;
     sqlx::query(store.sql(LOCK))
         .persistent(store.prepared())
         .bind(store.lock_key(MIGRATE_LOCK))
@@ -242,7 +264,8 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
     }
     // The name was checked when the client was made; DDL cannot bind it.
     let prepare = format!(
-        "CREATE SCHEMA IF NOT EXISTS \"{schema}\"; SET LOCAL search_path = pg_catalog, \"{schema}\";"
+        "{} SET LOCAL search_path = pg_catalog, \"{schema}\";",
+        create_schema(schema)
     );
     sqlx::raw_sql(AssertSqlSafe(prepare))
         .execute(&mut *tx)
@@ -299,6 +322,7 @@ mod tests {
     fn checksums_are_md5_in_hex() {
         assert_eq!(checksum(""), "d41d8cd98f00b204e9800998ecf8427e");
         assert_eq!(checksum("abc"), "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(checksum("a;\r\nb;\r\n"), checksum("a;\nb;\n"));
     }
 
     #[test]
@@ -307,7 +331,9 @@ mod tests {
         assert_eq!(scripts.len(), MIGRATIONS.len());
         for ((version, name, sql), migration) in scripts.iter().zip(MIGRATIONS) {
             assert_eq!((*version, *name), (migration.version, migration.name));
-            assert!(sql.contains("CREATE SCHEMA IF NOT EXISTS \"billing_jobs\""));
+            assert!(
+                sql.contains("nspname = 'billing_jobs') THEN\nCREATE SCHEMA \"billing_jobs\";")
+            );
             assert!(sql.contains(&format!("'{}'", checksum(migration.sql))));
             assert!(!sql.contains("pgq."), "every name is in the schema: {name}");
         }

@@ -49,11 +49,15 @@ fn like(
 /// hash joins, linear in the jobs they touch. Without JIT: a scan left without an alternative
 /// (of `pgq.workers`, a few rows) is costed as disabled, far above `jit_above_cost`, and
 /// PostgreSQL would compile the statement to machine code on every call, 100–400 ms for work of
-/// a tenth of a millisecond. `store::plans` checks all three.
+/// a tenth of a millisecond. `store::plans` checks all three. And at read committed whatever the
+/// database's default: a claim skips rows other claims hold, and a keyed claim counts its keys'
+/// jobs after it takes the queue's lock, both as of the latest commits; at repeatable read or
+/// serializable they would read a snapshot from before, and fail or count stale jobs.
 pub(crate) const BOUNDED: &[(&str, &str)] = &[
     ("enable_seqscan", "off"),
     ("enable_nestloop", "off"),
     ("jit", "off"),
+    ("default_transaction_isolation", "read committed"),
 ];
 
 /// What a dispatch connection adds to [`BOUNDED`]: the tick keeps one plan, built once, instead

@@ -56,10 +56,15 @@ pub(crate) struct SettingsReader {
     pub(crate) worker_id: String,
     /// How long a lease of seats lasts unless renewed: as long as the worker's registration.
     pub(crate) seats_lease: Duration,
+    /// The worker is stopping: its seats shrink to its handlers still running, and it wants no
+    /// more.
+    pub(crate) stopping: watch::Receiver<bool>,
 }
 
 impl SettingsReader {
-    /// Reads the settings now and after each interval or notification, until `stop` turns true.
+    /// Reads the settings now and after each interval or notification, until `stop` turns true:
+    /// after the last handler has returned, so that the seats of a stopping worker's handlers
+    /// stay leased through the grace period.
     pub(crate) async fn run(self, mut stop: watch::Receiver<bool>) {
         let mut failing = false;
         loop {
@@ -145,15 +150,20 @@ impl SettingsReader {
     }
 
     /// Renews the worker's seats of a limited queue: all it can run, keeping those that may run
-    /// while the lease is asked for.
+    /// while the lease is asked for; once stopping, only those its running handlers hold.
     async fn take_seats(&self, queue: &QueueSlots) -> Result<()> {
         let asked = Instant::now();
+        let (wanted, keep) = if *self.stopping.borrow() {
+            (0, queue.running())
+        } else {
+            (queue.concurrency, queue.seats_to_keep())
+        };
         let lease = store::seats::take(
             &self.store,
             &queue.name,
             &self.worker_id,
-            queue.concurrency,
-            queue.seats_to_keep(),
+            wanted,
+            keep,
             i64::try_from(self.seats_lease.as_millis()).unwrap_or(i64::MAX),
         )
         .await?;

@@ -164,7 +164,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         held: executor.held.clone(),
         interval: config.heartbeat_interval,
     };
-    let heartbeat = tokio::spawn(maintenance::run(heartbeat, finished));
+    let heartbeat = tokio::spawn(maintenance::run(heartbeat, finished.clone()));
     // Dispatchers claim nothing until it has read whether their queues are paused.
     let settings_interval = queue_settings::interval(config.poll_interval);
     let settings_reader = SettingsReader {
@@ -177,8 +177,10 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
             config.heartbeat_interval * MISSED_HEARTBEATS,
             settings_interval,
         ),
+        stopping: runtime.stopping.clone(),
     };
-    let settings_reader = tokio::spawn(settings_reader.run(runtime.stopping.clone()));
+    // It renews the seats of limited queues: through the grace period too.
+    let settings_reader = tokio::spawn(settings_reader.run(finished));
     let rescuer = Rescuer::new(
         executor.client.store().on(runtime.upkeep_pool.clone()),
         config.rescuer.clone(),

@@ -57,6 +57,86 @@ async fn concurrent_migrations_from_separate_pools_both_succeed() {
     assert_eq!(tables, 1);
 }
 
+/// A host that waited for another's migration reads what it committed, also where every
+/// transaction is serializable by default (its snapshot would otherwise predate the wait).
+#[tokio::test]
+async fn concurrent_migrations_succeed_whatever_the_default_isolation() {
+    for level in ["repeatable read", "serializable"] {
+        let db = unmigrated_database().await;
+        let alter = format!(
+            "ALTER DATABASE \"{}\" SET default_transaction_isolation = '{level}'",
+            db.name()
+        );
+        sqlx::raw_sql(sqlx::AssertSqlSafe(alter))
+            .execute(db.pool())
+            .await
+            .unwrap();
+        // New connections, which start with the database's default, all made before any
+        // migration starts, so that the others wait for the first one's lock.
+        let mut pools = Vec::new();
+        for _ in 0..4 {
+            let pool = sqlx::PgPool::connect_with(db.connect_options())
+                .await
+                .unwrap();
+            pools.push(pool);
+        }
+        let runs: Vec<_> = pools
+            .into_iter()
+            .map(|pool| tokio::spawn(async move { pgq_core::migrate(&pool).await }))
+            .collect();
+        for run in runs {
+            run.await
+                .unwrap()
+                .unwrap_or_else(|err| panic!("at {level}: {err}"));
+        }
+        let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.migrations")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+        assert_eq!(applied, pgq_core::migrations().len() as i64, "at {level}");
+    }
+}
+
+/// A role given a schema made for it in advance migrates it without the CREATE privilege on
+/// the database, which `CREATE SCHEMA IF NOT EXISTS` asks for even when the schema exists; so
+/// do the scripts for a migration tool.
+#[tokio::test]
+async fn a_role_owning_its_schema_migrates_without_create_on_the_database() {
+    for with_scripts in [false, true] {
+        let db = unmigrated_database().await;
+        let role = format!("{}_migrator", db.name());
+        let setup = format!(
+            "CREATE ROLE \"{role}\" LOGIN PASSWORD '{role}';
+             CREATE SCHEMA pgq AUTHORIZATION \"{role}\";"
+        );
+        sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
+            .execute(db.pool())
+            .await
+            .unwrap();
+        let pool = sqlx::PgPool::connect_with(db.connect_options().username(&role).password(&role))
+            .await
+            .unwrap();
+        if with_scripts {
+            let mut conn = pool.acquire().await.unwrap();
+            for migration in pgq_core::migrations() {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(migration.sql))
+                    .execute(&mut *conn)
+                    .await
+                    .unwrap_or_else(|err| panic!("{}: {err}", migration.name));
+            }
+        }
+        pgq_core::migrate(&pool).await.unwrap();
+        let client = Client::new(pool.clone());
+        client.enqueue(BeforeMigrate).await.unwrap();
+        pool.close().await;
+        let teardown = format!("DROP OWNED BY \"{role}\"; DROP ROLE \"{role}\"");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(teardown))
+            .execute(db.pool())
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn the_applications_sqlx_migrations_are_not_touched() {
     let db = TestDatabase::new().await;

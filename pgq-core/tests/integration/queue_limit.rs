@@ -119,6 +119,65 @@ async fn two_workers_together_run_no_more_than_the_limit() {
     assert_eq!(leases, 0, "a worker that stops gives its seats back");
 }
 
+/// A worker that is stopping keeps the seats of the handlers it still runs through its grace
+/// period, however short its lease: another worker may take them only once they have returned.
+#[tokio::test]
+async fn a_stopping_worker_keeps_the_seats_of_its_running_handlers() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.set_queue_limit("limited", Some(2)).await.unwrap();
+    let overlap = Arc::new(Overlap::default());
+    let gate = Arc::new(Semaphore::new(0));
+    let start = || {
+        Worker::builder(client.clone())
+            .queue("limited", 2)
+            .poll_interval(Duration::from_millis(100))
+            // Its seats are leased for 400 ms at a time.
+            .heartbeat_interval(Duration::from_millis(100))
+            .shutdown_grace(Duration::from_secs(60))
+            .state(overlap.clone())
+            .state(gate.clone())
+            .build()
+            .unwrap()
+            .start()
+    };
+    let first = start();
+    client
+        .enqueue_many((0..2).map(|n| Limited { n }))
+        .await
+        .unwrap();
+    support::eventually(|| async { (overlap.running.load(Ordering::SeqCst) == 2).then_some(()) })
+        .await;
+    client
+        .enqueue_many((2..4).map(|n| Limited { n }))
+        .await
+        .unwrap();
+    let stopping = tokio::spawn(first.shutdown());
+    let second = start();
+    // Many leases long: the second worker finds no seat while the first's handlers run.
+    let more = tokio::time::timeout(
+        Duration::from_secs(3),
+        support::eventually(|| async {
+            (overlap.running.load(Ordering::SeqCst) > 2).then_some(())
+        }),
+    )
+    .await;
+    assert!(more.is_err(), "more handlers than the limit ran at once");
+    gate.add_permits(4);
+    stopping.await.unwrap().unwrap();
+    support::eventually(|| async {
+        let completed: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
+                .fetch_one(db.pool())
+                .await
+                .unwrap();
+        (completed == 4).then_some(())
+    })
+    .await;
+    second.shutdown().await.unwrap();
+    assert_eq!(overlap.peak.load(Ordering::SeqCst), 2);
+}
+
 /// What `pgq.take_seats` leases: (seats recorded, handlers allowed).
 async fn take_seats(
     db: &TestDatabase,
