@@ -202,23 +202,8 @@ pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTe
         ));
     }
     let priority = options.priority.unwrap_or(T::PRIORITY);
-    if !(limits::MIN_PRIORITY..=limits::MAX_PRIORITY).contains(&priority) {
-        return Err(invalid::<T>(
-            "priority",
-            format!(
-                "{priority} is outside {}..={}",
-                limits::MIN_PRIORITY,
-                limits::MAX_PRIORITY
-            ),
-        ));
-    }
     let max_attempts = options.max_attempts.unwrap_or(T::MAX_ATTEMPTS);
-    if !(1..=limits::MAX_MAX_ATTEMPTS).contains(&max_attempts) {
-        return Err(invalid::<T>(
-            "max_attempts",
-            format!("{max_attempts} is outside 1..={}", limits::MAX_MAX_ATTEMPTS),
-        ));
-    }
+    check_bounds(T::NAME, priority, max_attempts)?;
     if options.run_at.is_some() && options.delay.is_some() {
         return Err(invalid::<T>(
             "run_at",
@@ -368,6 +353,32 @@ fn check_key<T: Task>(option: &'static str, key: Option<&str>, max_bytes: usize)
         return Err(invalid::<T>(
             option,
             format!("{} bytes; a key has 1 to {max_bytes} bytes", key.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a priority or a number of attempts outside pgq's bounds, for `task`'s jobs.
+pub(crate) fn check_bounds(task: &'static str, priority: i16, max_attempts: i32) -> Result<()> {
+    let refuse = |option, reason| Error::InvalidOption {
+        task,
+        option,
+        reason,
+    };
+    if !(limits::MIN_PRIORITY..=limits::MAX_PRIORITY).contains(&priority) {
+        return Err(refuse(
+            "priority",
+            format!(
+                "{priority} is outside {}..={}",
+                limits::MIN_PRIORITY,
+                limits::MAX_PRIORITY
+            ),
+        ));
+    }
+    if !(1..=limits::MAX_MAX_ATTEMPTS).contains(&max_attempts) {
+        return Err(refuse(
+            "max_attempts",
+            format!("{max_attempts} is outside 1..={}", limits::MAX_MAX_ATTEMPTS),
         ));
     }
     Ok(())

@@ -366,7 +366,9 @@ pub const MAX_BACKFILL: u32 = 1000;
 pub const MAX_SCHEDULE_NAME_BYTES: usize = 128;
 
 /// The most on-time instants one schedule enqueues in one step: a cron firing every second
-/// has at most [`SCHEDULE_GRACE`](crate::defaults::SCHEDULE_GRACE) worth of them.
+/// has at most [`SCHEDULE_GRACE`](crate::defaults::SCHEDULE_GRACE) worth of them. A grace of
+/// hours (twice a long leader lease) may hold more: the newest run, and the older ones are
+/// passed over as missed.
 pub(crate) const MAX_ON_TIME_INSTANTS: usize = 10_000;
 
 /// The longest period of a queue's rate limit ([`RateLimit`](crate::RateLimit)).

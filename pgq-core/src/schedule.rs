@@ -307,7 +307,15 @@ pub(crate) fn due(
     } else {
         Vec::new()
     };
-    instants.extend(cadence.between(done_through.max(late), now, limits::MAX_ON_TIME_INSTANTS));
+    let on_time = done_through.max(late);
+    let mut due_now = cadence.between(on_time, now, limits::MAX_ON_TIME_INSTANTS);
+    if due_now.len() == limits::MAX_ON_TIME_INSTANTS && due_now.last() != Some(&latest) {
+        // More than a step enqueues (a grace of hours, a cron of seconds): the newest run, the
+        // older ones are passed over as missed.
+        due_now = cadence.newest(on_time, now, limits::MAX_ON_TIME_INSTANTS as u32);
+        instants.clear();
+    }
+    instants.extend(due_now);
     Some(Due {
         instants,
         done_through: latest,
@@ -431,6 +439,24 @@ mod tests {
         let due = due(&minutely(), Missed::Skip, done, now, GRACE).unwrap();
         assert_eq!(due.instants, [at("2026-01-01T10:01:00Z")]);
         assert_eq!(due.done_through, at("2026-01-01T10:01:00Z"));
+    }
+
+    #[test]
+    fn more_on_time_instants_than_a_step_enqueues_leave_out_the_oldest() {
+        let every_second = Cadence::parse("* * * * * *", "UTC").unwrap();
+        let now = at("2026-01-01T12:00:00Z");
+        let due = due(
+            &every_second,
+            Missed::Backfill(5),
+            now - chrono::Duration::hours(4),
+            now,
+            Duration::from_secs(6 * 3600),
+        )
+        .unwrap();
+        assert_eq!(due.instants.len(), limits::MAX_ON_TIME_INSTANTS);
+        assert_eq!(due.instants.last(), Some(&now), "the instant due now runs");
+        assert_eq!(due.done_through, now);
+        assert!(due.instants.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

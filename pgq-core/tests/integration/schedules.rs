@@ -254,6 +254,57 @@ async fn a_declared_schedule_runs_on_the_workers_of_its_queue() {
     assert_eq!(schedules[0].leader.as_deref(), Some(own_id.as_str()));
 }
 
+/// Written by hand, so that no derive checks its queue and priority.
+#[derive(Debug, Serialize, Deserialize)]
+struct HandWritten;
+
+impl Task for HandWritten {
+    const NAME: &'static str = "HandWritten";
+    const QUEUE: &'static str = "bad queue";
+    const PRIORITY: i16 = 5000;
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct HandWrittenPriority;
+
+impl Task for HandWrittenPriority {
+    const NAME: &'static str = "HandWrittenPriority";
+    const PRIORITY: i16 = 5000;
+}
+
+/// A schedule's task is held to what an enqueue of it is: a queue or priority that every
+/// instant's enqueue would refuse is refused by `build`, with the enqueue's error.
+#[tokio::test]
+async fn a_schedule_of_a_task_no_enqueue_accepts_is_refused_by_build() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let built = Worker::builder(client.clone())
+        .queue("sched_beat", 1)
+        .periodic(Schedule::cron("* * * * * *"), || HandWritten)
+        .build();
+    assert!(
+        matches!(built, Err(Error::InvalidQueue { .. })),
+        "{built:?}"
+    );
+    let built = Worker::builder(client.clone())
+        .queue("sched_beat", 1)
+        .periodic(Schedule::cron("* * * * * *"), || HandWrittenPriority)
+        .build();
+    assert!(
+        matches!(
+            &built,
+            Err(Error::InvalidOption { task: "HandWrittenPriority", option: "priority", .. })
+        ),
+        "{built:?}"
+    );
+    // As an enqueue of it is.
+    let enqueued = client.enqueue(HandWrittenPriority).await;
+    assert!(
+        matches!(&enqueued, Err(Error::InvalidOption { option: "priority", .. })),
+        "{enqueued:?}"
+    );
+}
+
 #[tokio::test]
 async fn bad_schedules_are_refused_by_build() {
     let db = TestDatabase::new().await;
