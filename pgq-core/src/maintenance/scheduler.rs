@@ -127,6 +127,7 @@ impl Service for Scheduler {
             let step = enqueue_due(
                 &self.store,
                 periodic,
+                &self.role,
                 through,
                 now,
                 grace(self.config.lease),
@@ -222,10 +223,12 @@ pub(crate) fn grace(leader_lease: Duration) -> Duration {
 }
 
 /// Enqueues what `periodic` has due at `now` past the watermark `through`; instants older than
-/// `grace` were missed.
+/// `grace` were missed. `role`: the leader role of the process that runs the step, which the
+/// schedule's row then names as its leader's.
 pub(crate) async fn enqueue_due(
     store: &Store,
     periodic: &Periodic,
+    role: &str,
     through: DateTime<Utc>,
     now: DateTime<Utc>,
     grace: Duration,
@@ -251,8 +254,15 @@ pub(crate) async fn enqueue_due(
         });
     }
     Ok(
-        match store::schedules::advance(store, &periodic.name, through, due.done_through, &jobs)
-            .await?
+        match store::schedules::advance(
+            store,
+            &periodic.name,
+            role,
+            through,
+            due.done_through,
+            &jobs,
+        )
+        .await?
         {
             Some(ids) => {
                 // Counted as every enqueue path counts its jobs.
@@ -278,7 +288,8 @@ pub(crate) async fn enqueue_due_at(
     now: DateTime<Utc>,
     max_payload_bytes: usize,
 ) -> Result<Vec<JobId>> {
-    let done = register(store, schedules, &role(schedules), now).await?;
+    let role = role(schedules);
+    let done = register(store, schedules, &role, now).await?;
     let mut enqueued = Vec::new();
     for periodic in schedules {
         let Some(&through) = done.get(&periodic.name) else {
@@ -287,6 +298,7 @@ pub(crate) async fn enqueue_due_at(
         if let Step::Enqueued { ids, .. } = enqueue_due(
             store,
             periodic,
+            &role,
             through,
             now,
             defaults::SCHEDULE_GRACE,

@@ -27,11 +27,14 @@ ON CONFLICT (name) DO UPDATE SET
     missed = EXCLUDED.missed, role = EXCLUDED.role, updated_at = now()
 RETURNING s.name, s.done_through";
 
-/// Moves a watermark from `$2` to `$3`, only if no one moved it since it was read.
+/// Moves a watermark from `$2` to `$3`, only if no one moved it since it was read. The role that
+/// moved it (`$6`) is the one whose leader the schedule lists: during a deploy, processes with
+/// another set of schedules lead it under another role, and the one that stops last must not
+/// leave it listed under a role no one holds.
 const ADVANCE: &str = "
 UPDATE pgq.schedules
 SET done_through = $3, last_instant = coalesce($4, last_instant),
-    last_job_id = coalesce($5, last_job_id), updated_at = now()
+    last_job_id = coalesce($5, last_job_id), role = $6, updated_at = now()
 WHERE name = $1 AND done_through = $2";
 
 /// Every schedule, with the live leader of its role and the database's clock.
@@ -96,6 +99,7 @@ pub(crate) struct InstantJob<'a> {
 pub(crate) async fn advance(
     store: &Store,
     name: &str,
+    role: &str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     jobs: &[InstantJob<'_>],
@@ -118,6 +122,7 @@ pub(crate) async fn advance(
             .bind(to)
             .bind(last_instant)
             .bind(ids.last().map(|id| id.get()))
+            .bind(role)
             .execute(&mut *tx)
             .await?
             .rows_affected();

@@ -254,6 +254,35 @@ async fn a_declared_schedule_runs_on_the_workers_of_its_queue() {
     assert_eq!(schedules[0].leader.as_deref(), Some(own_id.as_str()));
 }
 
+/// A schedule lists the leader that moves it on. During a deploy another release's processes,
+/// with another set of schedules, lead it under another role; the last of them to write its row
+/// may stop, and the schedule is listed under the leader that goes on, from its next instant.
+#[tokio::test]
+async fn a_schedule_lists_the_leader_that_moves_it_on() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let worker = beat_worker(&client).start();
+    let leader = worker.worker_id().to_owned();
+    support::eventually(|| async {
+        let listed = client.schedules().await.unwrap();
+        (listed.first()?.leader.as_deref() == Some(leader.as_str())).then_some(())
+    })
+    .await;
+    // As the previous release's leader leaves it when it registered the schedule last, then
+    // stopped.
+    sqlx::query("UPDATE pgq.schedules SET role = 'schedules:stopped' WHERE name = 'Beat'")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(client.schedules().await.unwrap()[0].leader, None);
+    support::eventually(|| async {
+        let listed = client.schedules().await.unwrap();
+        (listed[0].leader.as_deref() == Some(leader.as_str())).then_some(())
+    })
+    .await;
+    worker.shutdown().await.unwrap();
+}
+
 /// Written by hand, so that no derive checks its queue and priority.
 #[derive(Debug, Serialize, Deserialize)]
 struct HandWritten;
@@ -293,14 +322,24 @@ async fn a_schedule_of_a_task_no_enqueue_accepts_is_refused_by_build() {
     assert!(
         matches!(
             &built,
-            Err(Error::InvalidOption { task: "HandWrittenPriority", option: "priority", .. })
+            Err(Error::InvalidOption {
+                task: "HandWrittenPriority",
+                option: "priority",
+                ..
+            })
         ),
         "{built:?}"
     );
     // As an enqueue of it is.
     let enqueued = client.enqueue(HandWrittenPriority).await;
     assert!(
-        matches!(&enqueued, Err(Error::InvalidOption { option: "priority", .. })),
+        matches!(
+            &enqueued,
+            Err(Error::InvalidOption {
+                option: "priority",
+                ..
+            })
+        ),
         "{enqueued:?}"
     );
 }
