@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use pgq_core::{Error, Handler, JobContext, Task, TaskError, Worker, async_trait};
+use pgq_core::{
+    Client, Error, Handler, JobContext, Task, TaskError, Worker, WorkerBuilder, async_trait,
+};
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
@@ -35,6 +37,28 @@ impl Handler for Limited {
         overlap.running.fetch_sub(1, Ordering::SeqCst);
         Ok(())
     }
+}
+
+/// A worker of the limited queue, with `concurrency` slots, polling every 100 ms.
+fn limited_worker(
+    client: &Client,
+    concurrency: usize,
+    overlap: &Arc<Overlap>,
+    gate: &Arc<Semaphore>,
+) -> WorkerBuilder {
+    Worker::builder(client.clone())
+        .queue("limited", concurrency)
+        .poll_interval(Duration::from_millis(100))
+        .state(overlap.clone())
+        .state(gate.clone())
+}
+
+/// How many jobs have completed.
+async fn completed(db: &TestDatabase) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
+        .fetch_one(db.pool())
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -74,11 +98,7 @@ async fn two_workers_together_run_no_more_than_the_limit() {
     let overlap = Arc::new(Overlap::default());
     let gate = Arc::new(Semaphore::new(0));
     let start = || {
-        Worker::builder(client.clone())
-            .queue("limited", 4)
-            .poll_interval(Duration::from_millis(100))
-            .state(overlap.clone())
-            .state(gate.clone())
+        limited_worker(&client, 4, &overlap, &gate)
             .build()
             .unwrap()
             .start()
@@ -98,15 +118,8 @@ async fn two_workers_together_run_no_more_than_the_limit() {
         })
         .await;
         gate.add_permits(1);
-        support::eventually(|| async {
-            let completed: i64 =
-                sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
-                    .fetch_one(db.pool())
-                    .await
-                    .unwrap();
-            (completed > i64::from(done)).then_some(())
-        })
-        .await;
+        support::eventually(|| async { (completed(&db).await > i64::from(done)).then_some(()) })
+            .await;
     }
     first.shutdown().await.unwrap();
     second.shutdown().await.unwrap();
@@ -129,14 +142,10 @@ async fn a_stopping_worker_keeps_the_seats_of_its_running_handlers() {
     let overlap = Arc::new(Overlap::default());
     let gate = Arc::new(Semaphore::new(0));
     let start = || {
-        Worker::builder(client.clone())
-            .queue("limited", 2)
-            .poll_interval(Duration::from_millis(100))
+        limited_worker(&client, 2, &overlap, &gate)
             // Its seats are leased for 400 ms at a time.
             .heartbeat_interval(Duration::from_millis(100))
             .shutdown_grace(Duration::from_secs(60))
-            .state(overlap.clone())
-            .state(gate.clone())
             .build()
             .unwrap()
             .start()
@@ -165,15 +174,7 @@ async fn a_stopping_worker_keeps_the_seats_of_its_running_handlers() {
     assert!(more.is_err(), "more handlers than the limit ran at once");
     gate.add_permits(4);
     stopping.await.unwrap().unwrap();
-    support::eventually(|| async {
-        let completed: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE status = 'completed'")
-                .fetch_one(db.pool())
-                .await
-                .unwrap();
-        (completed == 4).then_some(())
-    })
-    .await;
+    support::eventually(|| async { (completed(&db).await == 4).then_some(()) }).await;
     second.shutdown().await.unwrap();
     assert_eq!(overlap.peak.load(Ordering::SeqCst), 2);
 }
