@@ -94,6 +94,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0013_own_key_limits.sql",
         sql: include_str!("../../migrations/0013_own_key_limits.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_unused_tokens_back.sql",
+        sql: include_str!("../../migrations/0014_unused_tokens_back.sql"),
+    },
 ];
 
 /// The transaction-scoped advisory lock taken while migrating ("pgq_migr" in ASCII).

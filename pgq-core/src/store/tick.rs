@@ -62,7 +62,7 @@ WITH commit_mode AS MATERIALIZED (
 /// seats, `store::seats`, bound its running handlers instead.)
 macro_rules! tick_tail {
     () => {
-        tick_tail!("", "", "$8", "", "")
+        tick_tail!("", "", "$8", "", "", "")
     };
     (rated) => {
         tick_tail!(
@@ -70,6 +70,7 @@ macro_rules! tick_tail {
             "",
             "least($8, (SELECT room FROM room))",
             "",
+            tokens_back!(),
             room_rows!("")
         )
     };
@@ -85,10 +86,18 @@ keyed AS MATERIALIZED (
             "least($8, coalesce((SELECT room FROM room), $8))",
             "
       AND id = ANY (ARRAY(SELECT id FROM keyed))",
+            tokens_back!(),
             room_rows!(keyed)
         )
     };
-    ($room:expr, $keyed:literal, $limit:literal, $filter:literal, $room_row:expr) => {
+    (
+        $room:expr,
+        $keyed:literal,
+        $limit:literal,
+        $filter:literal,
+        $tokens_back:expr,
+        $room_row:expr
+    ) => {
         concat!(
             $room,
             $keyed,
@@ -128,7 +137,9 @@ claimed AS (
     WHERE job.id = ANY(ARRAY(SELECT id FROM ranked)) AND job.id = ranked.id
     RETURNING job.id, job.task, job.queue, job.payload, job.attempts, job.unique_key, job.run_at,
               job.meta, ranked.rank, ranked.rank <= $11 AS running
-)
+)",
+            $tokens_back,
+            "
 SELECT 'claimed' AS step, id, task, queue, payload, attempts, unique_key, run_at, meta::text,
        rank, running
 FROM claimed
@@ -154,6 +165,18 @@ room AS MATERIALIZED (
     };
 }
 
+/// The tokens taken for jobs the claim passed over (locked by another transaction, or of a key
+/// at its limit) go back to the bucket (`pgq.return_tokens`, migration 0014), after the claim and
+/// under the queue's row lock that `pgq.claimable` took. The room's row reads it, which runs it.
+macro_rules! tokens_back {
+    () => {
+        ",
+tokens_back AS MATERIALIZED (
+    SELECT pgq.return_tokens($6, (SELECT room FROM room) - (SELECT count(*) FROM claimed)) AS n
+)"
+    };
+}
+
 /// The rows that report the room: `room` (-1 for no limit), and `wait` until the next token.
 /// With keyed tasks, a claim that keys' limits held back reports the jobs it picked as its room.
 macro_rules! room_rows {
@@ -172,7 +195,7 @@ macro_rules! room_rows {
 UNION ALL
 SELECT 'room', ",
             $room,
-            ", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM room
+            ", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM room, tokens_back
 UNION ALL
 SELECT 'wait', wait_ms, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM room WHERE wait_ms IS NOT NULL"

@@ -22,6 +22,7 @@ mod pause;
 mod pgbouncer;
 mod progress;
 mod queue_limit;
+mod rate_limit;
 mod registry;
 mod retention;
 mod schedules;
