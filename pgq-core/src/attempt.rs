@@ -338,7 +338,7 @@ impl AttemptState {
     ) -> Result<bool> {
         self.flush().await;
         let completed =
-            self.started().await && store::attempt::complete(store, conn, fence).await?;
+            self.started().await && store::attempt::complete(store, conn, fence, false).await?;
         if completed {
             self.mark_completed_in_tx();
         }

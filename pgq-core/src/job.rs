@@ -160,13 +160,15 @@ pub struct Job {
     pub last_error: Option<String>,
     /// The most recent failed attempts, oldest first.
     pub errors: Vec<AttemptError>,
-    /// Progress reported by the handler, 0 to 100.
+    /// Progress reported by the handler of its latest attempt, 0 to 100 (0 again when the job
+    /// goes back to `pending`, 100 when it completes).
     pub progress: i16,
-    /// The stage the handler last reported.
+    /// The stage the handler of its latest attempt last reported (none again when the job goes
+    /// back to `pending`).
     pub current_stage: Option<String>,
     /// How many events the handler recorded.
     pub events_count: i32,
-    /// The worker holding it, while claimed or running.
+    /// The worker holding it, while claimed or running; the one that ran it last, once finished.
     pub worker_id: Option<String>,
     /// When a worker last claimed it.
     pub claimed_at: Option<DateTime<Utc>>,

@@ -25,16 +25,31 @@ pub(crate) fn decode<T: DeserializeOwned>(json: &str) -> Result<T, String> {
     })
 }
 
-/// A path as serde_path_to_error writes it: `user.tags[1]`.
+/// A path as serde_path_to_error writes it: `user.tags[1]`. A struct's fields and a map's keys
+/// are alike in it, and a map's keys can be data (`prefs.ada@example.com`): a name that could
+/// not be a field's (anything but ASCII letters, digits and `_`, or longer than 64 bytes) is
+/// written `[key]`.
 fn path_text(segments: &[&Segment]) -> String {
     let mut text = String::new();
     for segment in segments {
         if !text.is_empty() && !matches!(segment, Segment::Seq { .. }) {
             text.push('.');
         }
-        text.push_str(&segment.to_string());
+        match segment {
+            Segment::Map { key } if !could_be_a_field(key) => text.push_str("[key]"),
+            segment => text.push_str(&segment.to_string()),
+        }
     }
     text
+}
+
+fn could_be_a_field(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 64
+        && chars
+            .next()
+            .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// serde's message with the values it quotes left out, and without its position. What it
@@ -169,6 +184,22 @@ mod tests {
         assert_eq!(err, "unknown field, expected `id`");
         let err = decode::<Empty>(r#"{"SECRET": 2}"#).unwrap_err();
         assert_eq!(err, "unknown field, there are no fields");
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Preferences {
+        limits: std::collections::HashMap<String, u8>,
+    }
+
+    #[test]
+    fn map_keys_that_could_not_be_field_names_are_left_out() {
+        let err = decode::<Preferences>(r#"{"limits": {"ada@example.com": 300}}"#).unwrap_err();
+        assert_eq!(err, "limits.[key]: invalid value: integer, expected u8");
+        let err = decode::<Preferences>(r#"{"limits": {"2024-01-01": -1}}"#).unwrap_err();
+        assert_eq!(err, "limits.[key]: invalid value: integer, expected u8");
+        let err = decode::<Preferences>(r#"{"limits": {"daily": "x"}}"#).unwrap_err();
+        assert_eq!(err, "limits.daily: invalid type: string, expected u8");
     }
 
     #[test]

@@ -30,14 +30,24 @@ UPDATE pgq.jobs SET status = 'completed', phase = 2, progress = 100, completed_a
     lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'running'";
 
-/// Completes the attempt, on a connection of pgq's or inside the handler's transaction.
-/// `false` when the fence no longer holds.
+/// [`COMPLETE`] for a worker that keeps no completed jobs (a retention of zero).
+const COMPLETE_DELETING: &str = "
+DELETE FROM pgq.jobs WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'running'";
+
+/// Completes the attempt, on a connection of pgq's or inside the handler's transaction; deletes
+/// the job instead when `deleting`. `false` when the fence no longer holds.
 pub(crate) async fn complete(
     store: &Store,
     conn: &mut PgConnection,
     fence: Fence<'_>,
+    deleting: bool,
 ) -> Result<bool> {
-    let done = sqlx::query(store.sql(COMPLETE))
+    let sql = if deleting {
+        COMPLETE_DELETING
+    } else {
+        COMPLETE
+    };
+    let done = sqlx::query(store.sql(sql))
         .persistent(store.prepared())
         .bind(fence.id.get())
         .bind(fence.attempt)
@@ -51,10 +61,25 @@ const IS_COMPLETED: &str = "
 SELECT EXISTS (SELECT 1 FROM pgq.jobs
                WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'completed')";
 
-/// Whether this attempt completed the job (through `complete_in`, committed).
-pub(crate) async fn is_completed(store: &Store, fence: Fence<'_>) -> Result<bool> {
+/// [`IS_COMPLETED`] for a worker that keeps no completed jobs: the job is deleted once found.
+const DELETE_COMPLETED: &str = "
+WITH deleted AS (
+    DELETE FROM pgq.jobs
+    WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'completed'
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM deleted)";
+
+/// Whether this attempt completed the job (through `complete_in`, committed); when
+/// `deleting`, the completed job is deleted in the same statement.
+pub(crate) async fn is_completed(store: &Store, fence: Fence<'_>, deleting: bool) -> Result<bool> {
+    let sql = if deleting {
+        DELETE_COMPLETED
+    } else {
+        IS_COMPLETED
+    };
     run!(store, |conn| async {
-        Ok(sqlx::query_scalar(store.sql(IS_COMPLETED))
+        Ok(sqlx::query_scalar(store.sql(sql))
             .persistent(store.prepared())
             .bind(fence.id.get())
             .bind(fence.attempt)
@@ -90,6 +115,7 @@ pub(crate) async fn cancelled(
 
 /// One statement for retry, retry-after, fail-now and snooze. `$4` is the action; `$5` an
 /// explicit delay in milliseconds (NULL: the default backoff); `$6` the error message. A job
+/// back to `pending` is nobody's, and its next attempt reports its own progress and stage. A job
 /// whose cancel was asked for ends `cancelled` instead, whatever the action, with the error:
 /// the worker may not have heard the request before its handler returned (behind a pooler it
 /// hears at the next lease renewal), and a cancelled job is not run again.
@@ -117,6 +143,15 @@ UPDATE pgq.jobs SET
                       ELSE $6 END,
     errors = CASE WHEN $4 = 'snooze' AND cancel_requested_at IS NULL THEN errors
                   ELSE pgq.append_error(errors, attempts, $6, $7) END,
+    worker_id = CASE WHEN (cancel_requested_at IS NULL)
+                          AND ($4 = 'snooze' OR ($4 <> 'fail' AND attempts < max_attempts))
+                     THEN NULL ELSE worker_id END,
+    progress = CASE WHEN (cancel_requested_at IS NULL)
+                         AND ($4 = 'snooze' OR ($4 <> 'fail' AND attempts < max_attempts))
+                    THEN 0 ELSE progress END,
+    current_stage = CASE WHEN (cancel_requested_at IS NULL)
+                              AND ($4 = 'snooze' OR ($4 <> 'fail' AND attempts < max_attempts))
+                         THEN NULL ELSE current_stage END,
     lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')
 RETURNING status, run_at, run_at <= now() AS due_now";
@@ -195,6 +230,8 @@ macro_rules! give_back {
     attempts = CASE WHEN job.cancel_requested_at IS NULL THEN job.attempts - 1
                     ELSE job.attempts END,
     worker_id = CASE WHEN job.cancel_requested_at IS NULL THEN NULL ELSE job.worker_id END,
+    progress = CASE WHEN job.cancel_requested_at IS NULL THEN 0 ELSE job.progress END,
+    current_stage = CASE WHEN job.cancel_requested_at IS NULL THEN NULL ELSE job.current_stage END,
     completed_at = CASE WHEN job.cancel_requested_at IS NULL THEN NULL ELSE now() END,
     lease_expires_at = NULL, updated_at = now()"
     };
@@ -259,7 +296,9 @@ mod tests {
     fn every_statement_renders() {
         crate::store::sql::assert_renders(&[
             super::COMPLETE,
+            super::COMPLETE_DELETING,
             super::IS_COMPLETED,
+            super::DELETE_COMPLETED,
             super::CANCELLED,
             super::FAIL,
             super::RELEASE,
@@ -274,6 +313,8 @@ mod tests {
             &[
                 ("COMPLETE", super::COMPLETE, ""),
                 ("IS_COMPLETED", super::IS_COMPLETED, ""),
+                ("COMPLETE_DELETING", super::COMPLETE_DELETING, ""),
+                ("DELETE_COMPLETED", super::DELETE_COMPLETED, ""),
                 ("CANCELLED", super::CANCELLED, ""),
                 ("FAIL", super::FAIL, ""),
                 ("RELEASE", super::RELEASE, ""),

@@ -48,7 +48,8 @@ WITH target AS (
 changed AS (
     UPDATE pgq.jobs AS job SET status = 'pending', phase = 0, run_at = now(),
         max_attempts = greatest(job.max_attempts, least(job.attempts + $2, 1000)),
-        completed_at = NULL, cancel_requested_at = NULL, worker_id = NULL,
+        completed_at = NULL, cancel_requested_at = NULL, worker_id = NULL, progress = 0,
+        current_stage = NULL,
         lease_expires_at = NULL, updated_at = now()
     WHERE job.id = ANY(ARRAY(SELECT id FROM target))
     RETURNING job.id, job.phase, pg_notify('pgq_insert', job.queue)::text AS notified

@@ -51,7 +51,8 @@ pub(crate) async fn cancel(store: &Store, id: JobId) -> Result<Cancellation> {
 const RETRY: &str = "
 UPDATE pgq.jobs SET status = 'pending', phase = 0, run_at = now(),
     max_attempts = greatest(max_attempts, least(attempts + 1, 1000)),
-    completed_at = NULL, cancel_requested_at = NULL, worker_id = NULL,
+    completed_at = NULL, cancel_requested_at = NULL, worker_id = NULL, progress = 0,
+    current_stage = NULL,
     lease_expires_at = NULL, updated_at = now()
 WHERE id = $1 AND (status = 'failed' OR status = 'cancelled')
 RETURNING pg_notify('pgq_insert', queue)";

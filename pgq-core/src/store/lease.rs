@@ -135,6 +135,10 @@ macro_rules! take_back {
             "),
     worker_id = CASE WHEN job.cancel_requested_at IS NOT NULL
                           OR job.attempts >= job.max_attempts THEN job.worker_id END,
+    progress = CASE WHEN job.cancel_requested_at IS NOT NULL
+                         OR job.attempts >= job.max_attempts THEN job.progress ELSE 0 END,
+    current_stage = CASE WHEN job.cancel_requested_at IS NOT NULL
+                              OR job.attempts >= job.max_attempts THEN job.current_stage END,
     lease_expires_at = NULL, updated_at = now()"
         )
     };

@@ -128,7 +128,7 @@ claimed AS (
     UPDATE pgq.jobs AS job
     SET status = CASE WHEN ranked.rank <= $11 THEN 'running' ELSE 'claimed' END,
         started_at = CASE WHEN ranked.rank <= $11 THEN now() ELSE job.started_at END,
-        phase = 1, attempts = job.attempts + 1, worker_id = $3,
+        phase = 1, attempts = least(job.attempts + 1, 100000), worker_id = $3,
         claimed_at = now(),
         lease_expires_at = clock_timestamp() + (($9::bigint[])[array_position($7, job.task)]
                                     * interval '1 millisecond'),
@@ -269,7 +269,8 @@ const TICK_DELETING_KEYED: &str = concat!(tick_head!(), deleting!(), tick_tail!(
 /// the rows come back without.
 const CLAIM_RUNNING: &str = "
 UPDATE pgq.jobs AS job
-SET status = 'running', phase = 1, attempts = job.attempts + 1, worker_id = $1,
+SET status = 'running', phase = 1, attempts = least(job.attempts + 1, 100000),
+    worker_id = $1,
     claimed_at = now(), started_at = now(),
     lease_expires_at = clock_timestamp() + (($5::bigint[])[array_position($3, job.task)]
                                 * interval '1 millisecond'),

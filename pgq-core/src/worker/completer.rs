@@ -36,6 +36,8 @@ pub(crate) struct Completer {
     reporter: Reporter,
     held: Arc<HeldJobs>,
     queues: HashMap<Arc<str>, Batch>,
+    /// A retention of zero: completed jobs are deleted, also those written outside a tick.
+    delete_completed: bool,
 }
 
 /// One queue's successes waiting for a tick.
@@ -92,6 +94,7 @@ impl Completer {
         reporter: Reporter,
         held: Arc<HeldJobs>,
         queues: &[Arc<QueueSlots>],
+        delete_completed: bool,
     ) -> Self {
         let queues = queues
             .iter()
@@ -104,6 +107,7 @@ impl Completer {
             })
             .collect();
         Self {
+            delete_completed,
             store,
             own,
             worker_id,
@@ -211,7 +215,7 @@ impl Completer {
         // Completed in the handler's transaction: whatever the handler did after its commit
         // (an error, a panic, a stop) cannot undo it.
         if state.completed_in_tx() {
-            match store::attempt::is_completed(&self.store, fence).await {
+            match store::attempt::is_completed(&self.store, fence, self.delete_completed).await {
                 Ok(true) => {
                     if !matches!(returned, Return::Ok) {
                         let _span = state.trace.span().enter();
@@ -239,7 +243,8 @@ impl Completer {
                 let written = run!(self.store, |conn| store::attempt::complete(
                     &self.store,
                     conn,
-                    fence
+                    fence,
+                    self.delete_completed
                 ));
                 (held(written, JobOutcome::Completed), None)
             }
@@ -511,6 +516,7 @@ mod tests {
             reporter.clone(),
             held,
             std::slice::from_ref(&queue),
+            false,
         );
         (completer, queue, reporter)
     }

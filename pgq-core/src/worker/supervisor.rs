@@ -89,6 +89,7 @@ impl Runtime {
             reporter.clone(),
             held.clone(),
             &queues,
+            config.cleaner.retention.completed.is_zero(),
         ));
         let executor = Arc::new(Executor {
             client,

@@ -86,6 +86,7 @@ async fn a_queue_flows_past_hand_written_rows_and_every_job_runs() {
     sqlx::raw_sql(
         "INSERT INTO pgq.jobs (task, queue, payload, priority, run_at, attempts, max_attempts)
          VALUES ('RowJob', 'rows', '{\"n\": 1}', 1000, '1970-01-01', 999, 1000),
+                ('RowJob', 'rows', '{\"n\": 4}', 1000, '1970-01-01', 100000, 1000),
                 ('RowJob', 'rows', '{\"n\": 2}', 1000, '1970-01-01', 0, 1),
                 ('Nobody', 'rows', '{}', 1000, '1970-01-01', 0, 1)",
     )
@@ -103,7 +104,7 @@ async fn a_queue_flows_past_hand_written_rows_and_every_job_runs() {
         support::finished(&mut events, id).await.0,
         JobOutcome::Completed
     );
-    support::completed(&handle, 3).await;
+    support::completed(&handle, 4).await;
     handle.shutdown().await.unwrap();
     let unclaimed: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pgq.jobs WHERE task = 'Nobody' AND status = 'pending'",

@@ -176,6 +176,14 @@ async fn a_late_result_after_a_lost_lease_changes_nothing() {
 }
 
 async fn ship(db: &TestDatabase, then: Then) -> (pgq_core::JobId, JobOutcome, i64) {
+    ship_keeping(db, then, pgq_core::Retention::default()).await
+}
+
+async fn ship_keeping(
+    db: &TestDatabase,
+    then: Then,
+    retention: pgq_core::Retention,
+) -> (pgq_core::JobId, JobOutcome, i64) {
     sqlx::raw_sql("CREATE TABLE IF NOT EXISTS shipments (order_id bigint PRIMARY KEY)")
         .execute(db.pool())
         .await
@@ -185,6 +193,7 @@ async fn ship(db: &TestDatabase, then: Then) -> (pgq_core::JobId, JobOutcome, i6
     let gate = Arc::new(Semaphore::new(0));
     let worker = Worker::builder(client)
         .queue("complete-in", 1)
+        .retention(retention)
         .state(db.pool().clone())
         .state(gate.clone())
         .build()
@@ -213,6 +222,26 @@ async fn complete_in_commits_with_the_handlers_writes() {
     assert_eq!((outcome, shipped), (JobOutcome::Completed, 1));
     let job = db.client().job(id).await.unwrap().unwrap();
     assert_eq!((job.status, job.progress), (JobStatus::Completed, 100));
+}
+
+/// A worker that keeps no completed jobs deletes one completed in the handler's transaction too,
+/// before it reports it.
+#[tokio::test]
+async fn complete_in_with_a_retention_of_zero_leaves_no_completed_row() {
+    let db = TestDatabase::new().await;
+    let keep_none = pgq_core::Retention {
+        completed: Duration::ZERO,
+        ..pgq_core::Retention::default()
+    };
+    for then in [Then::Commit, Then::CommitThenFail] {
+        sqlx::raw_sql("DROP TABLE IF EXISTS shipments")
+            .execute(db.pool())
+            .await
+            .unwrap();
+        let (id, outcome, shipped) = ship_keeping(&db, then, keep_none).await;
+        assert_eq!((outcome, shipped), (JobOutcome::Completed, 1), "{then:?}");
+        assert!(db.client().job(id).await.unwrap().is_none(), "{then:?}");
+    }
 }
 
 /// What the handler does after its commit cannot undo the completion, and the worker reports

@@ -60,6 +60,71 @@ impl Handler for HugeStage {
     }
 }
 
+/// Reports 70 % and fails, to run again in an hour; or snoozes; or, when `last`, fails for good.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "progress-again", max_attempts = 2)]
+struct HalfDone {
+    snooze: bool,
+}
+
+#[async_trait]
+impl Handler for HalfDone {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.progress(70, "uploading").await;
+        if self.snooze {
+            return Err(TaskError::snooze(Duration::from_secs(3600)));
+        }
+        Err(TaskError::retry_after(
+            Duration::from_secs(3600),
+            "remote busy",
+        ))
+    }
+}
+
+/// A job back to `pending` belongs to no worker and starts its next attempt without the last
+/// one's progress; one that failed for good keeps both, as a record of where it stopped.
+#[tokio::test]
+async fn a_job_back_to_pending_keeps_no_worker_and_no_progress() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    for snooze in [false, true] {
+        let id = client.enqueue(HalfDone { snooze }).await.unwrap().id();
+        pgq_testkit::drain(&client, "progress-again").await;
+        let job = client.job(id).await.unwrap().unwrap();
+        assert_eq!(job.status, JobStatus::Pending, "snooze: {snooze}");
+        assert_eq!(
+            (job.worker_id, job.progress, job.current_stage),
+            (None, 0, None),
+            "snooze: {snooze}"
+        );
+    }
+    // Its last attempt, then an admin retry, which starts it afresh too.
+    let id = client
+        .enqueue(HalfDone { snooze: false })
+        .await
+        .unwrap()
+        .id();
+    sqlx::query("UPDATE pgq.jobs SET attempts = 1 WHERE id = $1")
+        .bind(id.get())
+        .execute(db.pool())
+        .await
+        .unwrap();
+    pgq_testkit::drain(&client, "progress-again").await;
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Failed);
+    assert!(job.worker_id.is_some());
+    assert_eq!(
+        (job.progress, job.current_stage.as_deref()),
+        (70, Some("uploading"))
+    );
+    client.retry(id).await.unwrap();
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.worker_id, job.progress, job.current_stage),
+        (JobStatus::Pending, None, 0, None)
+    );
+}
+
 #[tokio::test]
 async fn an_overlong_stage_is_cut_and_the_job_completes() {
     let db = TestDatabase::new().await;

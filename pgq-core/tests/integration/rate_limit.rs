@@ -94,7 +94,10 @@ async fn a_key_at_its_limit_spends_none_of_the_queue_tokens() {
     // The two tokens the waiting hot jobs did not use start the plain jobs at once.
     support::eventually(|| async { (held(&db).await == 3).then_some(()) }).await;
     let left = tokens(&db).await;
-    assert!(left < 1.0, "three jobs started, three tokens taken: {left} left");
+    assert!(
+        left < 1.0,
+        "three jobs started, three tokens taken: {left} left"
+    );
 
     gate.add_permits(100);
     worker.shutdown().await.unwrap();
