@@ -296,6 +296,11 @@ impl AttemptState {
         let Backend::Database { client, worker_id } = &self.backend else {
             return;
         };
+        if self.completed_in_tx() {
+            // The handler's transaction holds the job's row until it ends, and completes it
+            // with its progress: a write of ours would wait for that transaction.
+            return;
+        }
         let (percent, stage, events) = {
             let Ok(mut progress) = self.progress.lock() else {
                 return;

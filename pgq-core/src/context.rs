@@ -322,6 +322,11 @@ impl JobContext {
         let Backend::Database { client, .. } = &self.attempt.backend else {
             return Ok(());
         };
+        if self.attempt.completed_in_tx() {
+            // Completed in the handler's transaction, which holds the job's row until it ends:
+            // nothing is left to hold, and a write would wait for that transaction.
+            return Ok(());
+        }
         // Longer than a day is a day: the lease is renewed while the handler runs anyway.
         let millis = i64::try_from(duration.min(limits::MAX_LEASE).as_millis()).unwrap_or(i64::MAX);
         if store::lease::extend(client.store(), fence, millis).await? {
@@ -334,7 +339,9 @@ impl JobContext {
 
     /// Completes the job inside the handler's own transaction, so that its writes and the
     /// completion commit together or not at all. Fenced: if the lease was lost, it fails with
-    /// [`Error::LeaseLost`] instead of completing a job another worker now owns.
+    /// [`Error::LeaseLost`] instead of completing a job another worker now owns. The progress
+    /// reported so far is written first; from then on the transaction holds the job's row, so
+    /// progress, events and [`extend_lease`](Self::extend_lease) write nothing more.
     ///
     /// ```no_run
     /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};

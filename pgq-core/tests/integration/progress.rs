@@ -125,6 +125,48 @@ async fn a_job_back_to_pending_keeps_no_worker_and_no_progress() {
     );
 }
 
+/// Completes in its own transaction, then reports progress and an event and extends its lease
+/// before committing.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "progress-complete-in")]
+struct ReportsAfterCompleting;
+
+#[async_trait]
+impl Handler for ReportsAfterCompleting {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let pool = ctx.state::<sqlx::PgPool>().expect("a pool in the state");
+        let mut tx = pool.begin().await?;
+        ctx.complete_in(&mut tx).await?;
+        ctx.progress(90, "after the completion").await;
+        ctx.event("after the completion").await;
+        ctx.extend_lease(Duration::from_secs(60)).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// The handler's transaction holds the job's row from `complete_in` on: progress reported, or a
+/// lease extended, after it writes nothing, rather than waiting for that transaction (here,
+/// without a statement timeout, for ever).
+#[tokio::test]
+async fn progress_after_complete_in_does_not_wait_for_the_handlers_transaction() {
+    let db = TestDatabase::new().await;
+    let client = db.client().with_statement_timeout(Duration::ZERO);
+    let id = client.enqueue(ReportsAfterCompleting).await.unwrap().id();
+    let worker = Worker::builder(client.clone())
+        .queue("progress-complete-in", 1)
+        .state(db.pool().clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let (outcome, _) = support::finished(&mut events, id).await;
+    handle.shutdown().await.unwrap();
+    assert_eq!(outcome, JobOutcome::Completed);
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.progress), (JobStatus::Completed, 100));
+}
+
 #[tokio::test]
 async fn an_overlong_stage_is_cut_and_the_job_completes() {
     let db = TestDatabase::new().await;
