@@ -50,16 +50,42 @@ macro_rules! skip_taken_key {
 }
 
 /// A unique key ($6) taken by a pending job: that job takes the new one's payload, priority and
-/// run time, and `$also`.
-macro_rules! replace_pending {
-    ($also:literal) => {
+/// run time, and `$also` (with `$columns` and `$values`, the new job's extra columns as in
+/// [`insert_one`]). Not `ON CONFLICT DO UPDATE ... WHERE`: that locks the holder whatever its
+/// status, until the enqueue's transaction ends, and a held job's row locked by an application's
+/// open transaction stalls its worker's writes. The update locks only a pending holder; without
+/// one, the insert skips a taken key, and a holder that appeared since is updated next round.
+macro_rules! replace_one {
+    ($columns:literal, $values:literal, $also:literal) => {
         concat!(
-            "ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2
-             DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority,
-                           run_at = EXCLUDED.run_at, ",
+            "WITH replaced AS (
+    UPDATE pgq.jobs AS job
+    SET payload = $5::jsonb, priority = $3,
+        run_at = COALESCE($7, clock_timestamp() + ($8 * interval '1 millisecond')), ",
             $also,
             "updated_at = now()
-             WHERE pgq.jobs.status = 'pending'"
+    WHERE job.task = $1 AND job.unique_key = $6 AND job.phase < 2 AND job.status = 'pending'
+    RETURNING job.id, false AS inserted,
+              CASE WHEN $9 AND job.run_at <= clock_timestamp()
+                   THEN pg_notify('pgq_insert', job.queue) END AS notified
+),
+inserted AS (
+    INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, run_at, unique_key",
+            $columns,
+            ")
+    SELECT $1, $2, $3, $4, $5::jsonb,
+           COALESCE($7, clock_timestamp() + ($8 * interval '1 millisecond')), $6",
+            $values,
+            "
+    WHERE NOT EXISTS (SELECT 1 FROM replaced)
+    ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2 DO NOTHING
+    RETURNING id, true AS inserted,
+              CASE WHEN $9 AND run_at <= clock_timestamp()
+                   THEN pg_notify('pgq_insert', queue) END AS notified
+)
+SELECT id, inserted, notified FROM replaced
+UNION ALL
+SELECT id, inserted, notified FROM inserted"
         )
     };
 }
@@ -70,7 +96,7 @@ const INSERT_ONE: &str = insert_one!("", "", "");
 
 const INSERT_ONE_UNIQUE: &str = insert_one!(", unique_key", ", $6", skip_taken_key!());
 
-const REPLACE_ONE: &str = insert_one!(", unique_key", ", $6", replace_pending!(""));
+const REPLACE_ONE: &str = replace_one!("", "", "");
 
 /// Jobs with metadata (tags, trace context), $10: plain jobs never pay for the column's domain
 /// check.
@@ -79,11 +105,7 @@ const INSERT_ONE_META: &str = insert_one!(", meta", ", $10::jsonb", "");
 const INSERT_ONE_UNIQUE_META: &str =
     insert_one!(", unique_key, meta", ", $6, $10::jsonb", skip_taken_key!());
 
-const REPLACE_ONE_META: &str = insert_one!(
-    ", unique_key, meta",
-    ", $6, $10::jsonb",
-    replace_pending!("meta = EXCLUDED.meta, ")
-);
+const REPLACE_ONE_META: &str = replace_one!(", meta", ", $10::jsonb", "meta = $10::jsonb, ");
 
 /// Jobs with a concurrency key: its key and limit ($11, $12) and its metadata, maybe NULL, so
 /// that plain jobs keep their statements.
@@ -102,14 +124,10 @@ const INSERT_ONE_UNIQUE_CONCURRENCY: &str = insert_one!(
 /// A replace keeps the pending job's metadata when the new one has none, as [`REPLACE_ONE`]
 /// does, and takes the new job's concurrency key and limit: the key is made from the payload
 /// it replaces.
-const REPLACE_ONE_CONCURRENCY: &str = insert_one!(
-    ", unique_key, meta, concurrency_key, concurrency_limit",
-    ", $6, $10::jsonb, $11, $12",
-    replace_pending!(
-        "meta = coalesce(EXCLUDED.meta, pgq.jobs.meta),
-                           concurrency_key = EXCLUDED.concurrency_key,
-                           concurrency_limit = EXCLUDED.concurrency_limit, "
-    )
+const REPLACE_ONE_CONCURRENCY: &str = replace_one!(
+    ", meta, concurrency_key, concurrency_limit",
+    ", $10::jsonb, $11, $12",
+    "meta = coalesce($10::jsonb, job.meta), concurrency_key = $11, concurrency_limit = $12, "
 );
 
 const FIND_ACTIVE: &str = "SELECT id FROM pgq.jobs

@@ -119,6 +119,47 @@ async fn replace_leaves_a_running_duplicate_alone() {
     assert_eq!(job.payload["email"], "old@x");
 }
 
+/// A replace inside an application's open transaction leaves a held holder's row unlocked: the
+/// worker that holds the job can still write to it before that transaction ends.
+#[tokio::test]
+async fn replace_in_an_open_transaction_does_not_lock_a_held_duplicate() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let first = client.enqueue(welcome(1, "old@x")).await.unwrap();
+    set_status(&db, first.id(), &["claimed", "running"]).await;
+    let mut tx = db.pool().begin().await.unwrap();
+    let again = client
+        .enqueue_in_with(
+            &mut tx,
+            welcome(1, "new@x"),
+            EnqueueOptions::default().replace(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, Enqueued::Duplicate(first.id()));
+    sqlx::query("SELECT 1 FROM pgq.jobs WHERE id = $1 FOR UPDATE NOWAIT")
+        .bind(first.id().get())
+        .execute(db.pool())
+        .await
+        .expect("the running job's row is not locked by the open transaction");
+    // A pending holder is the one the replace changes: that row is locked until the commit.
+    let second = client.enqueue(welcome(2, "old@x")).await.unwrap();
+    let replaced = client
+        .enqueue_in_with(
+            &mut tx,
+            welcome(2, "new@x"),
+            EnqueueOptions::default().replace(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replaced, Enqueued::Replaced(second.id()));
+    tx.commit().await.unwrap();
+    let job = client.job(second.id()).await.unwrap().unwrap();
+    assert_eq!(job.payload["email"], "new@x");
+    let job = client.job(first.id()).await.unwrap().unwrap();
+    assert_eq!(job.payload["email"], "old@x");
+}
+
 #[tokio::test]
 async fn a_finished_job_frees_its_key() {
     let db = TestDatabase::new().await;
