@@ -333,7 +333,9 @@ impl AttemptState {
     }
 
     /// Completes the attempt inside the handler's own transaction (`ctx.complete_in`), its
-    /// progress written first; when the handler returns, the worker's completer checks that the
+    /// stage and events not written yet going with it, in the handler's own statement (written on
+    /// another connection first, they would conflict with the handler's transaction at
+    /// repeatable read); when the handler returns, the worker's completer checks that the
     /// transaction committed, and reports it. `false` when the fence no longer holds.
     pub(crate) async fn complete_in(
         &self,
@@ -341,13 +343,30 @@ impl AttemptState {
         conn: &mut PgConnection,
         fence: Fence<'_>,
     ) -> Result<bool> {
-        self.flush().await;
+        if !self.started().await {
+            return Ok(false);
+        }
+        let (stage, events) = self.take_unsent();
         let completed =
-            self.started().await && store::attempt::complete(store, conn, fence, false).await?;
+            store::attempt::complete_in(store, conn, fence, stage.as_deref(), events).await?;
         if completed {
             self.mark_completed_in_tx();
         }
         Ok(completed)
+    }
+
+    /// The stage and the count of events reported since the last write, now taken for a write of
+    /// the caller's.
+    fn take_unsent(&self) -> (Option<String>, i32) {
+        let Ok(mut progress) = self.progress.lock() else {
+            return (None, 0);
+        };
+        if !progress.dirty {
+            return (None, 0);
+        }
+        progress.dirty = false;
+        let stage = (!progress.stage.is_empty()).then(|| progress.stage.clone());
+        (stage, std::mem::take(&mut progress.unsent_events))
     }
 }
 

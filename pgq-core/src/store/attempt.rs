@@ -34,7 +34,7 @@ WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'running'";
 const COMPLETE_DELETING: &str = "
 DELETE FROM pgq.jobs WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'running'";
 
-/// Completes the attempt, on a connection of pgq's or inside the handler's transaction; deletes
+/// Completes the attempt on a connection of pgq's; deletes
 /// the job instead when `deleting`. `false` when the fence no longer holds.
 pub(crate) async fn complete(
     store: &Store,
@@ -55,6 +55,44 @@ pub(crate) async fn complete(
         .execute(conn)
         .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// [`COMPLETE`] in the handler's own transaction (`complete_in`), with the stage ($4) and events
+/// ($5) the handler reported since the last write. A job still `claimed` in the transaction's
+/// snapshot (taken, at repeatable read, before its start was written) completes with its start,
+/// or fails to serialize; either is true of the attempt, where no row would say its lease was
+/// lost. Completed already by this attempt (an earlier call in the same transaction): true.
+const COMPLETE_IN: &str = "
+WITH done AS (
+    UPDATE pgq.jobs SET status = 'completed', phase = 2, progress = 100, completed_at = now(),
+        started_at = CASE WHEN status = 'claimed' THEN claimed_at ELSE started_at END,
+        current_stage = coalesce($4, current_stage), events_count = events_count + $5,
+        lease_expires_at = NULL, updated_at = now()
+    WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM done)
+    OR EXISTS (SELECT 1 FROM pgq.jobs
+               WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'completed')";
+
+/// Completes the attempt inside the handler's transaction. `false` when the fence no longer
+/// holds.
+pub(crate) async fn complete_in(
+    store: &Store,
+    conn: &mut PgConnection,
+    fence: Fence<'_>,
+    stage: Option<&str>,
+    events: i32,
+) -> Result<bool> {
+    Ok(sqlx::query_scalar(store.sql(COMPLETE_IN))
+        .persistent(store.prepared())
+        .bind(fence.id.get())
+        .bind(fence.attempt)
+        .bind(fence.worker_id)
+        .bind(stage)
+        .bind(events)
+        .fetch_one(conn)
+        .await?)
 }
 
 const IS_COMPLETED: &str = "
@@ -297,6 +335,7 @@ mod tests {
         crate::store::sql::assert_renders(&[
             super::COMPLETE,
             super::COMPLETE_DELETING,
+            super::COMPLETE_IN,
             super::IS_COMPLETED,
             super::DELETE_COMPLETED,
             super::CANCELLED,
@@ -314,6 +353,7 @@ mod tests {
                 ("COMPLETE", super::COMPLETE, ""),
                 ("IS_COMPLETED", super::IS_COMPLETED, ""),
                 ("COMPLETE_DELETING", super::COMPLETE_DELETING, ""),
+                ("COMPLETE_IN", super::COMPLETE_IN, ""),
                 ("DELETE_COMPLETED", super::DELETE_COMPLETED, ""),
                 ("CANCELLED", super::CANCELLED, ""),
                 ("FAIL", super::FAIL, ""),

@@ -62,6 +62,11 @@ enum Then {
     CommitThenFail,
     RollBack,
     AfterLosingLease,
+    /// Calls `complete_in` twice before committing.
+    CompleteTwice,
+    /// Reports progress, then in a serializable transaction reports more and an event (writes
+    /// the throttle leaves for later) and completes in it.
+    ReportThenComplete,
 }
 
 #[async_trait]
@@ -71,12 +76,29 @@ impl Handler for Ship {
             support::pass_gate(ctx).await;
         }
         let pool = ctx.state::<PgPool>().unwrap();
-        let mut tx = pool.begin().await?;
+        if matches!(self.then, Then::ReportThenComplete) {
+            // Written at once: the first report of an attempt is never held back.
+            ctx.progress(40, "packing").await;
+        }
+        let mut tx = if matches!(self.then, Then::ReportThenComplete) {
+            pool.begin_with("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                .await?
+        } else {
+            pool.begin().await?
+        };
         sqlx::query("INSERT INTO shipments (order_id) VALUES ($1)")
             .bind(self.order)
             .execute(&mut *tx)
             .await?;
+        if matches!(self.then, Then::ReportThenComplete) {
+            // Within the throttle's second: left for the next write.
+            ctx.progress(80, "labelling").await;
+            ctx.event("label printed").await;
+        }
         ctx.complete_in(&mut tx).await?;
+        if matches!(self.then, Then::CompleteTwice) {
+            ctx.complete_in(&mut tx).await?;
+        }
         match self.then {
             Then::RollBack => {
                 tx.rollback().await?;
@@ -242,6 +264,34 @@ async fn complete_in_with_a_retention_of_zero_leaves_no_completed_row() {
         assert_eq!((outcome, shipped), (JobOutcome::Completed, 1), "{then:?}");
         assert!(db.client().job(id).await.unwrap().is_none(), "{then:?}");
     }
+}
+
+/// A second `complete_in` in the same transaction finds the job completed by this attempt: no
+/// lease lost.
+#[tokio::test]
+async fn complete_in_twice_in_one_transaction_completes_once() {
+    let db = TestDatabase::new().await;
+    let (id, outcome, shipped) = ship(&db, Then::CompleteTwice).await;
+    assert_eq!((outcome, shipped), (JobOutcome::Completed, 1));
+    let job = db.client().job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
+}
+
+/// At serializable, the handler's transaction takes its snapshot at its first statement: the
+/// progress and events reported after it and not written yet go with the completion, in the
+/// handler's own statement, where a write of pgq's on another connection would fail it to
+/// serialize.
+#[tokio::test]
+async fn complete_in_at_serializable_takes_the_progress_reported_within_its_transaction() {
+    let db = TestDatabase::new().await;
+    let (id, outcome, shipped) = ship(&db, Then::ReportThenComplete).await;
+    assert_eq!((outcome, shipped), (JobOutcome::Completed, 1));
+    let job = db.client().job(id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.attempts, job.current_stage.as_deref()),
+        (JobStatus::Completed, 1, Some("labelling"))
+    );
+    assert_eq!(job.events_count, 1);
 }
 
 /// What the handler does after its commit cannot undo the completion, and the worker reports
