@@ -6,7 +6,8 @@ use std::time::Duration;
 use sqlx::PgConnection;
 
 use crate::attempt::{AttemptState, Backend};
-use crate::enqueue::EnqueueOptions;
+use crate::defaults;
+use crate::enqueue::{self, EnqueueOptions};
 use crate::enqueued::Enqueued;
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
@@ -422,6 +423,10 @@ impl JobContext {
         match &self.attempt.backend {
             Backend::Database { client, .. } => client.enqueue_with(task, options).await,
             Backend::Recording(_) => {
+                // Refused as a real enqueue refuses it: a handler that passes its unit test
+                // must not fail on this in production.
+                enqueue::template::<T>(&options)?;
+                enqueue::prepare(&task, defaults::MAX_PAYLOAD_BYTES)?;
                 let payload = serde_json::to_value(&task).map_err(|source| Error::Serialize {
                     task: T::NAME,
                     source,

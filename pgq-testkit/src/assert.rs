@@ -22,7 +22,13 @@ fn describe(jobs: &[(i64, Result<impl Sized, String>, serde_json::Value)]) -> St
         return "none".into();
     }
     jobs.iter()
-        .map(|(id, _, payload)| format!("\n  job {id}: {payload}"))
+        .map(|(id, task, payload)| {
+            let undecodable = match task {
+                Ok(_) => String::new(),
+                Err(err) => format!(" (does not decode: {err})"),
+            };
+            format!("\n  job {id}: {payload}{undecodable}")
+        })
         .collect()
 }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::future::BoxFuture;
 use pgq_core::__testkit::InlineRunner;
-use pgq_core::{Client, WorkerBuilder};
+use pgq_core::{Client, WorkerBuilder, limits};
 
 use crate::drain::{Configure, Drain};
 
@@ -133,8 +133,18 @@ impl InlineRunner<Client> for Runner {
                 depth: self.depth + 1,
                 too_deep: Some(too_deep.clone()),
             })));
-            // One attempt at a time, so that a run stops as soon as the jobs nest too deep.
+            // One attempt at a time, so that a run stops as soon as the jobs nest too deep; as
+            // many as a drain runs at most, so that a job that snoozes again and again, or
+            // retries at once, fails the test instead of hanging it.
+            let mut attempts = 0;
             while !too_deep.load(Ordering::SeqCst) {
+                assert!(
+                    attempts < limits::DRAIN_LIMIT,
+                    "inline jobs of queue {queue:?} ran {} attempts for one enqueue: does a job \
+                     snooze or retry at once for ever?",
+                    limits::DRAIN_LIMIT
+                );
+                attempts += 1;
                 let ran = Drain::new(&nested)
                     .queue(queue)
                     .with_safety(self.inline.safety)

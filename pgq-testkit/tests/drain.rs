@@ -128,6 +128,33 @@ async fn jobs_enqueued_by_drained_jobs_are_drained_and_scheduled_ones_on_request
     );
 }
 
+/// Scheduled jobs run in the order of their run times, as a worker would run them as their
+/// times came, behind the jobs due already: not in the order they were enqueued.
+#[tokio::test]
+async fn scheduled_jobs_drain_in_the_order_of_their_run_times() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let later = |hours: u64| EnqueueOptions::default().delay(Duration::from_secs(hours * 3600));
+    let last = client
+        .enqueue_with(Welcome { user_id: 1 }, later(2))
+        .await
+        .unwrap()
+        .id();
+    let second = client
+        .enqueue_with(Welcome { user_id: 2 }, later(1))
+        .await
+        .unwrap()
+        .id();
+    let first = client.enqueue(Remind { user_id: 3 }).await.unwrap().id();
+    let drained = Drain::new(&client)
+        .queue("email")
+        .with_scheduled(true)
+        .run()
+        .await;
+    let order: Vec<_> = drained.iter().map(|job| job.id).collect();
+    assert_eq!(order, [first, second, last]);
+}
+
 #[tokio::test]
 async fn with_safety_off_a_handlers_panic_fails_the_test() {
     let db = TestDatabase::new().await;

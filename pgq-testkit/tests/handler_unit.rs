@@ -220,3 +220,51 @@ async fn the_task_timeout_applies() {
         .expect_err("the attempt runs past its 50 ms timeout");
     assert!(err.message().contains("timed out after 50ms"), "{err:?}");
 }
+
+/// Enqueues `Notify` to the queue it is given.
+#[derive(Debug, Serialize, Deserialize, Task)]
+struct Forward {
+    queue: String,
+    file: String,
+}
+
+#[async_trait]
+impl Handler for Forward {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let options = pgq_core::EnqueueOptions::default().queue(self.queue);
+        ctx.enqueue_with(
+            Notify {
+                file: self.file,
+                rows: 1,
+            },
+            options,
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// What a real enqueue refuses before the database, a recorded one refuses too.
+#[tokio::test]
+async fn a_recorded_enqueue_refuses_what_a_real_one_refuses() {
+    for (queue, file, refused) in [
+        ("bad queue!", "a.csv", "invalid queue name"),
+        ("imports", "a\0.csv", "NUL"),
+    ] {
+        let ctx = TestContext::new();
+        let task = Forward {
+            queue: queue.into(),
+            file: file.into(),
+        };
+        let err = ctx.run(task).await.unwrap_err();
+        assert!(err.message().contains(refused), "{}", err.message());
+        assert!(ctx.enqueued::<Notify>().is_empty());
+    }
+    let ctx = TestContext::new();
+    let task = Forward {
+        queue: "imports".into(),
+        file: "a.csv".into(),
+    };
+    ctx.run(task).await.unwrap();
+    assert_eq!(ctx.enqueued::<Notify>().len(), 1);
+}

@@ -2,6 +2,7 @@
 //! `run_once` step that tests and the client can drive, and [`run`], the loop that calls it.
 
 pub(crate) mod cleaner;
+pub(crate) mod heartbeat_streak;
 pub(crate) mod rescuer;
 pub(crate) mod scheduler;
 

@@ -2,11 +2,13 @@
 //! are spent), so that a crashed or stalled worker loses no job.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
 use crate::job_id::JobId;
 use crate::maintenance::Service;
+use crate::maintenance::heartbeat_streak::HeartbeatStreak;
 use crate::metric;
 use crate::store;
 use crate::store::Store;
@@ -39,11 +41,21 @@ pub(crate) async fn rescue(
     }
 }
 
+/// Who the rescuer works for, when it judges other workers dead.
+#[derive(Debug)]
+pub(crate) struct Judge {
+    pub(crate) worker_id: String,
+    /// How long a registration lives after its heartbeat.
+    pub(crate) alive_for: Duration,
+    pub(crate) streak: Arc<HeartbeatStreak>,
+}
+
 /// The rescuer as a periodic service.
 #[derive(Debug)]
 pub(crate) struct Rescuer {
     store: Store,
     config: RescuerConfig,
+    judge: Judge,
     /// The worker's own queues, whose depth is reported even when they are empty.
     own: Vec<String>,
     /// The queues whose depth the last step reported: one that has emptied since is reported
@@ -52,10 +64,11 @@ pub(crate) struct Rescuer {
 }
 
 impl Rescuer {
-    pub(crate) fn new(store: Store, config: RescuerConfig, own: Vec<String>) -> Self {
+    pub(crate) fn new(store: Store, config: RescuerConfig, judge: Judge, own: Vec<String>) -> Self {
         Self {
             store,
             config,
+            judge,
             reported: own.iter().cloned().collect(),
             own,
         }
@@ -103,7 +116,12 @@ impl Service for Rescuer {
     async fn run_once(&mut self) -> Result<()> {
         // The two steps stand apart: one failing (a role that lost its grant on a table added
         // by a later migration) must not keep expired leases from being rescued.
-        let released = store::workers::release_dead(&self.store).await;
+        // After its own heartbeats failed, every registration may have expired with it.
+        let released = if self.judge.streak.may_judge(self.judge.alive_for) {
+            store::workers::release_dead(&self.store, &self.judge.worker_id).await
+        } else {
+            Ok(Vec::new())
+        };
         if let Ok(orphaned) = &released
             && !orphaned.is_empty()
         {

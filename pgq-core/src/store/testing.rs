@@ -125,18 +125,33 @@ pub(crate) async fn pending(store: &Store, task: &str) -> Result<Vec<(JobId, ser
         .collect())
 }
 
-const MAKE_QUEUES_DUE: &str =
-    "UPDATE pgq.jobs SET run_at = now() WHERE phase = 0 AND run_at > now() AND queue = ANY($1)";
+/// Every pending job of the queues moves back by as much as the latest one is ahead, so that all
+/// are due and keep their order (the earliest bound kept: a job a century ahead leaves the
+/// others at pgq's earliest time).
+const MAKE_QUEUES_DUE: &str = "
+WITH ahead AS (
+    SELECT max(run_at) - now() AS by FROM pgq.jobs
+    WHERE phase = 0 AND run_at > now() AND queue = ANY($1)
+),
+moved AS (
+    UPDATE pgq.jobs AS job
+    SET run_at = greatest(job.run_at - ahead.by, '1970-01-01 00:00:00+00'::timestamptz)
+    FROM ahead
+    WHERE ahead.by IS NOT NULL AND job.phase = 0 AND job.queue = ANY($1)
+    RETURNING job.run_at
+)
+SELECT count(*) FROM moved WHERE run_at > (now() - (SELECT by FROM ahead))";
 
-/// Makes every pending job of `queues` due now; returns how many were scheduled later.
+/// Makes every pending job of `queues` due now, in the order their run times gave them;
+/// returns how many were scheduled later.
 pub(crate) async fn make_queues_due(store: &Store, queues: &[String]) -> Result<u64> {
     let pool = store.pool();
-    let done = sqlx::query(store.sql(MAKE_QUEUES_DUE))
+    let later: i64 = sqlx::query_scalar(store.sql(MAKE_QUEUES_DUE))
         .persistent(store.prepared())
         .bind(queues)
-        .execute(pool)
+        .fetch_one(pool)
         .await?;
-    Ok(done.rows_affected())
+    Ok(u64::try_from(later).unwrap_or(0))
 }
 
 const OF_TASK: &str = "SELECT * FROM pgq.jobs WHERE task = $1 ORDER BY id";

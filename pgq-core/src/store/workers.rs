@@ -71,7 +71,7 @@ pub(crate) async fn remove(store: &Store, id: &str) -> Result<()> {
 const RELEASE_DEAD: &str = concat!(
     "
 WITH dead AS (
-    DELETE FROM pgq.workers WHERE expires_at < now() RETURNING id
+    DELETE FROM pgq.workers WHERE expires_at < now() AND id <> $2 RETURNING id
 ),
 orphaned AS (
     SELECT job.id FROM pgq.jobs AS job
@@ -89,12 +89,14 @@ WHERE job.id = ANY(ARRAY(SELECT id FROM orphaned))
 RETURNING job.id, job.queue"
 );
 
-/// Jobs taken back from dead workers, with their queues.
-pub(crate) async fn release_dead(store: &Store) -> Result<Vec<(JobId, String)>> {
+/// Jobs taken back from dead workers, with their queues; `me`, the caller, is alive whatever its
+/// registration says.
+pub(crate) async fn release_dead(store: &Store, me: &str) -> Result<Vec<(JobId, String)>> {
     run!(store, |conn| async {
         let rows: Vec<(i64, String)> = sqlx::query_as(store.sql(RELEASE_DEAD))
             .persistent(store.prepared())
             .bind(ERROR_HISTORY)
+            .bind(me)
             .fetch_all(&mut *conn)
             .await?;
         Ok(rows
@@ -182,7 +184,7 @@ mod tests {
         let sqlx::types::Json(plan): sqlx::types::Json<serde_json::Value> =
             sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
                 "EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) {}",
-                sql.replace("$1", "1")
+                sql.replace("$1", "1").replace("$2", "'me'")
             )))
             .fetch_one(&mut *conn)
             .await

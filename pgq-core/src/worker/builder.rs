@@ -295,7 +295,9 @@ impl WorkerBuilder {
         self
     }
 
-    /// The id recorded on claimed jobs (default: host, process id and a random suffix).
+    /// The id recorded on claimed jobs (default: host, process id and a random suffix). It must
+    /// be unique among live workers: jobs are fenced and released by it, and two workers with
+    /// one id share one registration.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::maintenance::Service;
+use crate::maintenance::heartbeat_streak::HeartbeatStreak;
 use crate::metric;
 use crate::store;
 use crate::store::Store;
@@ -21,6 +22,8 @@ pub(crate) struct Heartbeat {
     pub(crate) worker: Registration,
     pub(crate) held: Arc<HeldJobs>,
     pub(crate) interval: Duration,
+    /// Whether every heartbeat landed: the rescuer's judgement of other workers depends on it.
+    pub(crate) streak: Arc<HeartbeatStreak>,
 }
 
 impl Service for Heartbeat {
@@ -33,6 +36,11 @@ impl Service for Heartbeat {
     async fn run_once(&mut self) -> Result<()> {
         let held = self.held.count();
         metric::held(held);
-        store::workers::heartbeat(&self.store, &self.worker, held).await
+        let beat = store::workers::heartbeat(&self.store, &self.worker, held).await;
+        match beat {
+            Ok(()) => self.streak.landed(),
+            Err(_) => self.streak.missed(),
+        }
+        beat
     }
 }

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 
 use crate::error::Error;
 use crate::store::{Channel, Store};
+use crate::worker::connections;
 use crate::worker::event::WorkerEvent;
 use crate::worker::held::HeldJobs;
 use crate::worker::report::Reporter;
@@ -32,8 +33,11 @@ const PROBE_AFTER: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 pub(crate) struct Listener {
-    /// A pool of one connection, made like the client's (see `connections::listen_pool`).
-    pub(crate) pool: PgPool,
+    /// The client's pool, after which each connection attempt makes a pool of one connection
+    /// of its own (`connections::listen_pool`): a listener dropped after its connection stopped
+    /// answering sends `UNLISTEN` on it before giving it back, which on a connection cut without
+    /// a word waits for TCP to give up (minutes), holding its pool's one connection meanwhile.
+    pub(crate) client_pool: PgPool,
     /// For the channel names of the client's schema.
     pub(crate) store: Store,
     pub(crate) queues: Vec<Arc<QueueSlots>>,
@@ -147,7 +151,8 @@ impl Listener {
     }
 
     async fn connect(&self) -> sqlx::Result<PgListener> {
-        let mut listener = PgListener::connect_with(&self.pool).await?;
+        let mut listener =
+            PgListener::connect_with(&connections::listen_pool(&self.client_pool)).await?;
         listener.ignore_pool_close_event(true);
         let channels =
             [Channel::Insert, Channel::Cancel, Channel::Queue].map(|c| self.store.channel(c));

@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio::sync::{Notify, watch};
+use tokio::time::{Instant, timeout_at};
 
 use crate::client::Client;
 use crate::maintenance::cleaner::Cleaner;
-use crate::maintenance::rescuer::Rescuer;
+use crate::maintenance::heartbeat_streak::HeartbeatStreak;
+use crate::maintenance::rescuer::{Judge, Rescuer};
 use crate::maintenance::scheduler::Scheduler;
 use crate::maintenance::{self};
 use crate::state::StateMap;
@@ -35,6 +37,14 @@ use crate::worker::tasks::{TaskEntry, Tasks};
 /// and their jobs to be released; handlers that block their threads do not stop, and their jobs
 /// are released without them.
 const RELEASE_TIME: Duration = Duration::from_secs(1);
+
+/// The least a heartbeat waits for its statement, however short its interval: on a busy
+/// database a shorter wait would fail heartbeats that are merely slow.
+const HEARTBEAT_TIMEOUT_FLOOR: Duration = Duration::from_secs(1);
+
+/// The most the writes after the grace period may take together (releases, the worker's
+/// registration and seats), when the database does not answer.
+const CLEANUP_TIME: Duration = Duration::from_secs(2);
 
 #[derive(Debug)]
 pub(crate) struct Runtime {
@@ -134,7 +144,7 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     let (finish, finished) = watch::channel(false);
     let pause_changed = Arc::new(Notify::new());
     let listener = Listener {
-        pool: connections::listen_pool(executor.client.pool()),
+        client_pool: executor.client.pool().clone(),
         store: executor.client.store().clone(),
         queues: runtime.queues.clone(),
         held: executor.held.clone(),
@@ -158,12 +168,20 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         interval: renewer::interval(shortest_lease.min(config.lease)),
     };
     let renewer = tokio::spawn(maintenance::run(renewer, finished.clone()));
-    // The heartbeat, like the renewer, goes on through the grace period.
+    // The heartbeat, like the renewer, goes on through the grace period. Each waits no longer
+    // than its interval (a second at least): a statement hung on a silently dropped connection
+    // would otherwise stretch the gap between two heartbeats past the registration's life.
+    let streak = Arc::new(HeartbeatStreak::default());
+    let heartbeat_store = executor.client.store().on(runtime.upkeep_pool.clone());
+    let heartbeat_timeout = heartbeat_store
+        .timeout()
+        .min(config.heartbeat_interval.max(HEARTBEAT_TIMEOUT_FLOOR));
     let heartbeat = Heartbeat {
-        store: executor.client.store().on(runtime.upkeep_pool.clone()),
+        store: heartbeat_store.with_timeout(heartbeat_timeout),
         worker: registration(config),
         held: executor.held.clone(),
         interval: config.heartbeat_interval,
+        streak: streak.clone(),
     };
     let heartbeat = tokio::spawn(maintenance::run(heartbeat, finished.clone()));
     // Dispatchers claim nothing until it has read whether their queues are paused.
@@ -182,9 +200,15 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     };
     // It renews the seats of limited queues: through the grace period too.
     let settings_reader = tokio::spawn(settings_reader.run(finished));
+    let judge = Judge {
+        worker_id: config.worker_id.clone(),
+        alive_for: config.heartbeat_interval * MISSED_HEARTBEATS,
+        streak,
+    };
     let rescuer = Rescuer::new(
         executor.client.store().on(runtime.upkeep_pool.clone()),
         config.rescuer.clone(),
+        judge,
         config.queues.keys().cloned().collect(),
     );
     let rescuer = tokio::spawn(maintenance::run(rescuer, runtime.stopping.clone()));
@@ -230,6 +254,10 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     let mut stopping = runtime.stopping.clone();
     let _ = stopping.wait_for(|stop| *stop).await;
     // Dispatchers stop claiming and return once every running job has finished and been written.
+    // Past the grace period, every write is bounded by one deadline: a database that does not
+    // answer (often why a worker stops) holds the shutdown no longer. What is left unwritten
+    // waits for its lease, or its registration, to run out.
+    let mut until = None;
     if tokio::time::timeout(config.shutdown_grace, &mut dispatchers)
         .await
         .is_err()
@@ -241,14 +269,28 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
             .is_err()
         {
             // The rest block their threads: the grace period is kept without them.
-            executor.completer.release_abandoned().await;
+            let deadline = *until.insert(Instant::now() + CLEANUP_TIME);
+            if timeout_at(deadline, executor.completer.release_abandoned())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "could not release the abandoned jobs in time; their leases run out"
+                );
+            }
             for dispatcher in dispatcher_aborts {
                 dispatcher.abort();
             }
         }
     }
+    let until = until.unwrap_or_else(|| Instant::now() + CLEANUP_TIME);
     // Anything still held (an unwritten release) goes back to pending too.
-    executor.completer.release_all().await;
+    if timeout_at(until, executor.completer.release_all())
+        .await
+        .is_err()
+    {
+        tracing::warn!("could not release the held jobs in time; their leases run out");
+    }
     finish.send_replace(true);
     listener.abort();
     for upkeep in [
@@ -260,14 +302,21 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
         cleaner,
         scheduler,
     ] {
-        let _ = upkeep.await;
+        let abort = upkeep.abort_handle();
+        if timeout_at(until, upkeep).await.is_err() {
+            abort.abort();
+        }
     }
     let own = executor.client.store().on(runtime.upkeep_pool.clone());
-    if let Err(err) = store::seats::release(&own, &executor.worker_id).await {
-        tracing::warn!(error = %err, "could not give back the worker's seats of limited queues; their lease runs out");
+    match timeout_at(until, store::seats::release(&own, &executor.worker_id)).await {
+        Ok(Ok(())) => {}
+        _ => tracing::warn!(
+            "could not give back the worker's seats of limited queues; their lease runs out"
+        ),
     }
-    if let Err(err) = store::workers::remove(&own, &executor.worker_id).await {
-        tracing::warn!(error = %err, "could not remove the worker's registration; it expires");
+    match timeout_at(until, store::workers::remove(&own, &executor.worker_id)).await {
+        Ok(Ok(())) => {}
+        _ => tracing::warn!("could not remove the worker's registration; it expires"),
     }
     // A dispatcher stalled with its runtime may still hold a connection: don't wait for it.
     let _ = tokio::time::timeout(RELEASE_TIME, runtime.close_pools()).await;

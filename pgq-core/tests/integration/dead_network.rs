@@ -253,3 +253,101 @@ async fn a_call_the_server_cancels_at_its_limit_is_unresponsive() {
         (JobStatus::Pending, None)
     );
 }
+
+/// The listener's connection goes silent: the listener notices, and once the network passes
+/// again it listens again. Its dead connection, whose goodbye (`UNLISTEN`) is swallowed, does not
+/// hold the way to a new one.
+#[tokio::test]
+async fn the_listener_listens_again_after_its_connection_went_silent() {
+    let db = TestDatabase::new().await;
+    let server = db.connect_options();
+    let upstream = format!("{}:{}", server.get_host(), server.get_port())
+        .parse()
+        .expect("a socket address");
+    let proxy = TcpProxy::new(upstream).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(5)
+        .test_before_acquire(false)
+        .connect_with(proxy.connect_options(&server))
+        .await
+        .unwrap();
+    let client = Client::new(pool).with_statement_timeout(Duration::from_secs(2));
+    let worker = Worker::builder(client)
+        .queue("netsplit", 1)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| {
+        matches!(e, pgq_core::WorkerEvent::ListenerConnected)
+    })
+    .await;
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    support::event(&mut events, |e| {
+        matches!(e, pgq_core::WorkerEvent::ListenerLost)
+    })
+    .await;
+    proxy.set_mode(ProxyMode::Pass);
+    support::event(&mut events, |e| {
+        matches!(e, pgq_core::WorkerEvent::ListenerConnected)
+    })
+    .await;
+    handle.shutdown().await.unwrap();
+}
+
+/// A worker that stops while the database does not answer returns within its grace period and a
+/// few seconds more: the writes of its shutdown give up together, and what they leave unwritten
+/// waits for its lease. (Each waiting out the statement timeout, one after another,
+/// they took over half a minute.)
+#[tokio::test]
+async fn a_worker_stops_in_time_while_the_database_does_not_answer() {
+    let db = TestDatabase::new().await;
+    let direct = db.client();
+    let server = db.connect_options();
+    let upstream = format!("{}:{}", server.get_host(), server.get_port())
+        .parse()
+        .expect("a socket address");
+    let proxy = TcpProxy::new(upstream).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(5)
+        .test_before_acquire(false)
+        .connect_with(proxy.connect_options(&server))
+        .await
+        .unwrap();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(Client::new(pool))
+        .queue("netsplit", 2)
+        .shutdown_grace(Duration::from_secs(1))
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let running = direct
+        .enqueue(AcrossTheSplit { gated: true })
+        .await
+        .unwrap()
+        .id();
+    support::event(
+        &mut events,
+        |e| matches!(e, pgq_core::WorkerEvent::JobStarted { id, .. } if *id == running),
+    )
+    .await;
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    let stopping = std::time::Instant::now();
+    let _ = tokio::time::timeout(support::LIMIT, handle.shutdown())
+        .await
+        .expect("the shutdown returns");
+    assert!(
+        // The grace, a second for aborted handlers, two for the writes, one to close the pools.
+        stopping.elapsed() < Duration::from_secs(1 + 1 + 2 + 1 + 2),
+        "the shutdown took {:?}",
+        stopping.elapsed()
+    );
+    proxy.set_mode(ProxyMode::Pass);
+    // Nothing lost: the job is still held, until its lease runs out.
+    let job = direct.job(running).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Running);
+}

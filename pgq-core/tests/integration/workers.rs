@@ -115,3 +115,54 @@ async fn a_dead_workers_jobs_are_taken_back_by_any_rescuer_without_waiting_for_l
     assert_eq!(left, 0, "the dead registration is removed");
     handle.shutdown().await.unwrap();
 }
+
+/// A rescuer never takes its own worker for dead, whatever its registration says (after an
+/// outage of the database every registration has expired, the rescuer's own too): the statement
+/// that takes back another expired worker's job leaves the rescuer's own running job alone.
+#[tokio::test]
+async fn a_rescuer_takes_back_a_dead_workers_jobs_and_never_its_own() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(client.clone())
+        .queue("registered", 1)
+        .heartbeat_interval(Duration::from_secs(3600))
+        .rescue_interval(Duration::from_millis(50))
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let worker_id = worker.worker_id().to_owned();
+    let handle = worker.start();
+    let own = client.enqueue(Held).await.unwrap().id();
+    support::held(db.pool(), own).await;
+
+    let gone = client.enqueue(Held).await.unwrap().id();
+    // In one transaction, so that no rescue runs between: a dead worker holding a job with an
+    // hour of lease left, and the rescuer's own registration expired as after an outage.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO pgq.workers (id, host, pid, queues, expires_at)
+         VALUES ('gone:1:abc', 'gone', 1, '{{\"registered\": 1}}', now() - interval '1 second');
+         UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'gone:1:abc',
+             claimed_at = now(), started_at = now(), lease_expires_at = now() + interval '1 hour'
+         WHERE id = {gone};
+         UPDATE pgq.workers SET expires_at = now() - interval '1 second' WHERE id = '{worker_id}'"
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+
+    support::eventually(|| async {
+        let job = client.job(gone).await.unwrap().unwrap();
+        (job.status == JobStatus::Pending).then_some(())
+    })
+    .await;
+    let job = client.job(own).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.worker_id.as_deref()),
+        (JobStatus::Running, Some(worker_id.as_str()))
+    );
+    gate.add_permits(2);
+    handle.shutdown().await.unwrap();
+    let job = client.job(own).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
+}
