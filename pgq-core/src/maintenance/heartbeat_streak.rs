@@ -1,76 +1,58 @@
-//! Whether this worker may judge others dead. A registration that expired says its worker's
-//! heartbeats stopped landing; after an outage of the database (a restart, a failover, a cut
-//! connection) every registration has expired, the live workers' too, until their next
-//! heartbeats land. A worker whose own heartbeat failed judges again only once its heartbeats
-//! have landed, without a miss, for as long as a registration lives: by then every live worker
-//! has landed one too.
+//! How long this worker's own heartbeats have all landed, which bounds whom it may judge dead.
+//! A registration that expired says its worker's heartbeats stopped landing, but after an
+//! outage of the database (a restart, a failover, a cut connection) every registration has
+//! expired, the live workers' too, until their next heartbeats land; and a worker that just
+//! started cannot tell either. A worker whose heartbeats have landed, without a miss, for at
+//! least a registration's life (its heartbeat interval times four) knows that one who has not
+//! renewed it meanwhile is dead.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Default)]
 pub(crate) struct HeartbeatStreak {
-    state: Mutex<Streak>,
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-enum Streak {
-    /// No heartbeat of this worker has failed.
-    #[default]
-    Unbroken,
-    /// One failed; none has landed since.
-    Broken,
-    /// One failed; all have landed since this instant.
-    Since(Instant),
+    /// Since when every heartbeat landed; `None` before the first, or after a miss.
+    since: Mutex<Option<Instant>>,
 }
 
 impl HeartbeatStreak {
     pub(crate) fn landed(&self) {
-        if let Ok(mut state) = self.state.lock()
-            && matches!(*state, Streak::Broken)
-        {
-            *state = Streak::Since(Instant::now());
+        if let Ok(mut since) = self.since.lock() {
+            since.get_or_insert_with(Instant::now);
         }
     }
 
     pub(crate) fn missed(&self) {
-        if let Ok(mut state) = self.state.lock() {
-            *state = Streak::Broken;
+        if let Ok(mut since) = self.since.lock() {
+            *since = None;
         }
     }
 
-    /// Whether an expired registration means a dead worker, for a worker whose registrations
-    /// live `alive_for`.
-    pub(crate) fn may_judge(&self, alive_for: Duration) -> bool {
-        match self.state.lock().map(|state| *state) {
-            Ok(Streak::Unbroken) => true,
-            Ok(Streak::Since(since)) => since.elapsed() >= alive_for,
-            Ok(Streak::Broken) | Err(_) => false,
-        }
+    /// How long every heartbeat has landed; `None` when the last one did not.
+    pub(crate) fn lasted(&self) -> Option<Duration> {
+        self.since
+            .lock()
+            .ok()
+            .and_then(|since| *since)
+            .map(|since| since.elapsed())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::HeartbeatStreak;
 
     #[test]
-    fn a_worker_judges_until_a_miss_and_again_after_a_full_window_of_heartbeats() {
+    fn a_streak_starts_with_a_landed_heartbeat_and_ends_with_a_miss() {
         let streak = HeartbeatStreak::default();
-        assert!(streak.may_judge(Duration::from_secs(20)));
+        assert_eq!(streak.lasted(), None, "no heartbeat yet");
         streak.landed();
-        assert!(streak.may_judge(Duration::from_secs(20)));
+        let first = streak.lasted().expect("a streak");
+        streak.landed();
+        assert!(streak.lasted().expect("the same streak") >= first);
         streak.missed();
-        assert!(!streak.may_judge(Duration::ZERO));
+        assert_eq!(streak.lasted(), None);
         streak.landed();
-        assert!(!streak.may_judge(Duration::from_secs(20)));
-        assert!(streak.may_judge(Duration::ZERO));
-        // Landing again does not restart the window; missing does.
-        streak.landed();
-        assert!(streak.may_judge(Duration::ZERO));
-        streak.missed();
-        assert!(!streak.may_judge(Duration::ZERO));
+        assert!(streak.lasted().is_some());
     }
 }

@@ -45,8 +45,6 @@ pub(crate) async fn rescue(
 #[derive(Debug)]
 pub(crate) struct Judge {
     pub(crate) worker_id: String,
-    /// How long a registration lives after its heartbeat.
-    pub(crate) alive_for: Duration,
     pub(crate) streak: Arc<HeartbeatStreak>,
 }
 
@@ -116,11 +114,13 @@ impl Service for Rescuer {
     async fn run_once(&mut self) -> Result<()> {
         // The two steps stand apart: one failing (a role that lost its grant on a table added
         // by a later migration) must not keep expired leases from being rescued.
-        // After its own heartbeats failed, every registration may have expired with it.
-        let released = if self.judge.streak.may_judge(self.judge.alive_for) {
-            store::workers::release_dead(&self.store, &self.judge.worker_id).await
-        } else {
-            Ok(Vec::new())
+        // Only workers whose registrations live no longer than this worker's heartbeats have
+        // landed: after an outage, every registration may have expired with its own.
+        let released = match self.judge.streak.lasted() {
+            Some(lasted) => {
+                store::workers::release_dead(&self.store, &self.judge.worker_id, lasted).await
+            }
+            None => Ok(Vec::new()),
         };
         if let Ok(orphaned) = &released
             && !orphaned.is_empty()

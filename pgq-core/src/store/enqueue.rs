@@ -54,7 +54,8 @@ macro_rules! skip_taken_key {
 /// [`insert_one`]). Not `ON CONFLICT DO UPDATE ... WHERE`: that locks the holder whatever its
 /// status, until the enqueue's transaction ends, and a held job's row locked by an application's
 /// open transaction stalls its worker's writes. The update locks only a pending holder; without
-/// one, the insert skips a taken key, and a holder that appeared since is updated next round.
+/// one, the insert skips a taken key, and a pending holder that appeared since (inserted, or
+/// put back to pending) is updated in the next round.
 macro_rules! replace_one {
     ($columns:literal, $values:literal, $also:literal) => {
         concat!(
@@ -130,7 +131,7 @@ const REPLACE_ONE_CONCURRENCY: &str = replace_one!(
     "meta = coalesce($10::jsonb, job.meta), concurrency_key = $11, concurrency_limit = $12, "
 );
 
-const FIND_ACTIVE: &str = "SELECT id FROM pgq.jobs
+const FIND_ACTIVE: &str = "SELECT id, status = 'pending' AS pending FROM pgq.jobs
     WHERE task = $1 AND unique_key = $2 AND phase < 2";
 
 /// Inserts one job, or finds the active job holding its unique key. `notify`: whether the
@@ -195,8 +196,12 @@ pub(crate) async fn insert_one(
             // DO NOTHING only skips on a unique-key conflict.
             unreachable!("insert without a unique key returned no row");
         };
-        if let Some(id) = find_active(store, conn, job.task, key).await? {
-            return Ok(Enqueued::Duplicate(id));
+        match find_active(store, conn, job.task, key).await? {
+            // A replace meets a holder inserted, or put back to pending, since its update
+            // looked: the next round's update changes it.
+            Some((_, true)) if replace => {}
+            Some((id, _)) => return Ok(Enqueued::Duplicate(id)),
+            None => {}
         }
     }
     Err(unique_contention(job.task, unique_key.unwrap_or_default()))
@@ -207,14 +212,14 @@ async fn find_active(
     conn: &mut PgConnection,
     task: &str,
     key: &str,
-) -> Result<Option<JobId>> {
-    let id: Option<i64> = sqlx::query_scalar(store.sql(FIND_ACTIVE))
+) -> Result<Option<(JobId, bool)>> {
+    let found: Option<(i64, bool)> = sqlx::query_as(store.sql(FIND_ACTIVE))
         .persistent(store.prepared())
         .bind(task)
         .bind(key)
         .fetch_optional(conn)
         .await?;
-    Ok(id.map(JobId::from))
+    Ok(found.map(|(id, pending)| (JobId::from(id), pending)))
 }
 
 fn unique_contention(task: &'static str, key: &str) -> Error {

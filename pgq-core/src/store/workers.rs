@@ -1,6 +1,8 @@
 //! The live workers' registrations: each worker heartbeats its row, and a row whose
 //! `expires_at` has passed belongs to a dead worker, whose held jobs are taken back at once.
 
+use std::time::Duration;
+
 use sqlx::Row;
 use sqlx::types::Json;
 
@@ -71,7 +73,10 @@ pub(crate) async fn remove(store: &Store, id: &str) -> Result<()> {
 const RELEASE_DEAD: &str = concat!(
     "
 WITH dead AS (
-    DELETE FROM pgq.workers WHERE expires_at < now() AND id <> $2 RETURNING id
+    DELETE FROM pgq.workers
+    WHERE expires_at < now() AND id <> $2
+      AND (expires_at - heartbeat_at) <= ($3 * interval '1 millisecond')
+    RETURNING id
 ),
 orphaned AS (
     SELECT job.id FROM pgq.jobs AS job
@@ -89,14 +94,22 @@ WHERE job.id = ANY(ARRAY(SELECT id FROM orphaned))
 RETURNING job.id, job.queue"
 );
 
-/// Jobs taken back from dead workers, with their queues; `me`, the caller, is alive whatever its
-/// registration says.
-pub(crate) async fn release_dead(store: &Store, me: &str) -> Result<Vec<(JobId, String)>> {
+/// Jobs taken back from dead workers, with their queues. `me`, the caller, is alive whatever its
+/// registration says; `lasted`, how long its own heartbeats have landed: a registration that
+/// lives longer (a worker with a longer heartbeat interval) may have expired in an outage the
+/// caller was cut off by too, and its worker not heartbeated since only for that.
+pub(crate) async fn release_dead(
+    store: &Store,
+    me: &str,
+    lasted: Duration,
+) -> Result<Vec<(JobId, String)>> {
+    let lasted_ms = i64::try_from(lasted.as_millis()).unwrap_or(i64::MAX);
     run!(store, |conn| async {
         let rows: Vec<(i64, String)> = sqlx::query_as(store.sql(RELEASE_DEAD))
             .persistent(store.prepared())
             .bind(ERROR_HISTORY)
             .bind(me)
+            .bind(lasted_ms)
             .fetch_all(&mut *conn)
             .await?;
         Ok(rows
@@ -184,7 +197,9 @@ mod tests {
         let sqlx::types::Json(plan): sqlx::types::Json<serde_json::Value> =
             sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
                 "EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) {}",
-                sql.replace("$1", "1").replace("$2", "'me'")
+                sql.replace("$1", "1")
+                    .replace("$2", "'me'")
+                    .replace("$3", "1000")
             )))
             .fetch_one(&mut *conn)
             .await

@@ -42,9 +42,12 @@ const RELEASE_TIME: Duration = Duration::from_secs(1);
 /// database a shorter wait would fail heartbeats that are merely slow.
 const HEARTBEAT_TIMEOUT_FLOOR: Duration = Duration::from_secs(1);
 
-/// The most the writes after the grace period may take together (releases, the worker's
-/// registration and seats), when the database does not answer.
+/// The most the releases after the grace period, and the upkeep's last steps, may take together
+/// when the database does not answer.
 const CLEANUP_TIME: Duration = Duration::from_secs(2);
+
+/// The most the worker's last writes (its seats of limited queues, its registration) may take.
+const FAREWELL_TIME: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub(crate) struct Runtime {
@@ -202,7 +205,6 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     let settings_reader = tokio::spawn(settings_reader.run(finished));
     let judge = Judge {
         worker_id: config.worker_id.clone(),
-        alive_for: config.heartbeat_interval * MISSED_HEARTBEATS,
         streak,
     };
     let rescuer = Rescuer::new(
@@ -307,6 +309,8 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
             abort.abort();
         }
     }
+    // The worker's last two writes get a deadline of their own, whatever the upkeep took.
+    let until = Instant::now() + FAREWELL_TIME;
     let own = executor.client.store().on(runtime.upkeep_pool.clone());
     match timeout_at(until, store::seats::release(&own, &executor.worker_id)).await {
         Ok(Ok(())) => {}

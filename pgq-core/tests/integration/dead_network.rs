@@ -341,8 +341,9 @@ async fn a_worker_stops_in_time_while_the_database_does_not_answer() {
         .await
         .expect("the shutdown returns");
     assert!(
-        // The grace, a second for aborted handlers, two for the writes, one to close the pools.
-        stopping.elapsed() < Duration::from_secs(1 + 1 + 2 + 1 + 2),
+        // The grace, a second for aborted handlers, two for the releases, one for the last
+        // writes, one to close the pools.
+        stopping.elapsed() < Duration::from_secs(1 + 1 + 2 + 1 + 1 + 2),
         "the shutdown took {:?}",
         stopping.elapsed()
     );

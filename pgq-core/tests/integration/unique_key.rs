@@ -4,6 +4,8 @@ use pgq_core::{EnqueueOptions, Enqueued, JobStatus, Task};
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
 
+use crate::support;
+
 #[derive(Debug, Clone, Serialize, Deserialize, Task)]
 #[task(queue = "email", unique_key = "welcome:{user_id}")]
 struct SendWelcome {
@@ -158,6 +160,46 @@ async fn replace_in_an_open_transaction_does_not_lock_a_held_duplicate() {
     assert_eq!(job.payload["email"], "new@x");
     let job = client.job(first.id()).await.unwrap().unwrap();
     assert_eq!(job.payload["email"], "old@x");
+}
+
+/// A replace that meets the first insert of its key, still uncommitted, waits for it and then
+/// replaces the job it made: its payload is not lost.
+#[tokio::test]
+async fn a_replace_racing_the_first_insert_of_its_key_replaces_that_job() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let mut first = db.pool().begin().await.unwrap();
+    let holder = client
+        .enqueue_in(&mut first, welcome(1, "first@x"))
+        .await
+        .unwrap()
+        .id();
+    let replacing = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .enqueue_with(welcome(1, "second@x"), EnqueueOptions::default().replace())
+                .await
+        }
+    });
+    // Its insert waits for the uncommitted key.
+    support::eventually(|| async {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        (waiting > 0).then_some(())
+    })
+    .await;
+    first.commit().await.unwrap();
+    let replaced = replacing.await.unwrap().unwrap();
+    assert_eq!(replaced, Enqueued::Replaced(holder));
+    let job = client.job(holder).await.unwrap().unwrap();
+    assert_eq!(job.payload["email"], "second@x");
+    assert_eq!(count_jobs(&db).await, 1);
 }
 
 #[tokio::test]

@@ -166,3 +166,50 @@ async fn a_rescuer_takes_back_a_dead_workers_jobs_and_never_its_own() {
     let job = client.job(own).await.unwrap().unwrap();
     assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
 }
+
+/// A rescuer judges another worker dead only once its own heartbeats have landed for as long as
+/// that worker's registration lives: one that just started (or whose heartbeats failed, as in an
+/// outage of the database) cannot tell a dead worker from one cut off as it was.
+#[tokio::test]
+async fn a_rescuer_judges_only_registrations_that_lived_no_longer_than_its_own_heartbeats() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let long = client.enqueue(Held).await.unwrap().id();
+    let short = client.enqueue(Held).await.unwrap().id();
+    // Two expired registrations, each holding a job: one that lived 20 s after its last
+    // heartbeat (a 5 s interval), one that lived a second.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO pgq.workers (id, host, pid, queues, heartbeat_at, expires_at)
+         VALUES ('long:1:abc', 'h', 1, '{{}}', now() - interval '21 seconds',
+                 now() - interval '1 second'),
+                ('short:1:abc', 'h', 1, '{{}}', now() - interval '2 seconds',
+                 now() - interval '1 second');
+         UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1,
+             worker_id = CASE WHEN id = {long} THEN 'long:1:abc' ELSE 'short:1:abc' END,
+             claimed_at = now(), started_at = now(), lease_expires_at = now() + interval '1 hour'"
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+
+    let worker = Worker::builder(client.clone())
+        .queue("registered", 1)
+        .rescue_interval(Duration::from_millis(50))
+        .state(Arc::new(Semaphore::new(0)))
+        .build()
+        .unwrap();
+    let handle = worker.start();
+    // A second of its heartbeats is enough for the short-lived registration...
+    support::eventually(|| async {
+        let job = client.job(short).await.unwrap().unwrap();
+        (job.status == JobStatus::Pending).then_some(())
+    })
+    .await;
+    // ... and twenty for the other: its job stays held meanwhile.
+    let job = client.job(long).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.worker_id.as_deref()),
+        (JobStatus::Running, Some("long:1:abc"))
+    );
+    handle.shutdown().await.unwrap();
+}
