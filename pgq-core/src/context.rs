@@ -185,8 +185,10 @@ impl JobContext {
     /// Reports progress (0–100, larger values count as 100) and the current stage.
     ///
     /// Writes are throttled to one a second per job; the latest state is always written, at
-    /// the latest when the attempt ends. Visible through [`Client::job`](crate::Client::job)
-    /// and [`Client::watch`](crate::Client::watch).
+    /// the latest when the attempt ends (with the completion, after
+    /// [`complete_in`](Self::complete_in), and nothing after it). Visible through
+    /// [`Client::job`](crate::Client::job) and [`Client::watch`](crate::Client::watch). A job
+    /// that goes back to `pending` starts its next attempt at 0, with no stage.
     ///
     /// ```
     /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};
@@ -340,9 +342,11 @@ impl JobContext {
 
     /// Completes the job inside the handler's own transaction, so that its writes and the
     /// completion commit together or not at all. Fenced: if the lease was lost, it fails with
-    /// [`Error::LeaseLost`] instead of completing a job another worker now owns. The progress
-    /// reported so far is written first; from then on the transaction holds the job's row, so
-    /// progress, events and [`extend_lease`](Self::extend_lease) write nothing more.
+    /// [`Error::LeaseLost`] instead of completing a job another worker now owns. The stage and
+    /// events not written yet go with the completion, in the transaction's own statement
+    /// (progress becomes 100); from then on the transaction holds the job's row, so progress,
+    /// events and [`extend_lease`](Self::extend_lease) write nothing more. Called again in the
+    /// same transaction, it does nothing.
     ///
     /// ```no_run
     /// # use pgq_core::{async_trait, Handler, JobContext, Task, TaskError};

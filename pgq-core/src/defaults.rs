@@ -173,8 +173,8 @@ pub const POOLED_POLL_INTERVAL: Duration = Duration::from_millis(200);
 pub const DISPATCH_CONNECTIONS: u32 = 3;
 
 /// How often a worker heartbeats its registration (`WorkerBuilder::heartbeat_interval`). A
-/// worker that misses four in a row counts as dead: any other worker's rescuer takes its jobs
-/// back without waiting for their leases.
+/// worker that misses four in a row counts as dead: any other worker's rescuer whose own
+/// heartbeats have landed for as long takes its jobs back without waiting for their leases.
 ///
 /// ```
 /// # use std::time::Duration;

@@ -168,7 +168,8 @@ pub struct Job {
     pub current_stage: Option<String>,
     /// How many events the handler recorded.
     pub events_count: i32,
-    /// The worker holding it, while claimed or running; the one that ran it last, once finished.
+    /// The worker holding it, while claimed or running; the one that ran it last, once finished
+    /// (none while pending, nor when it was cancelled while pending).
     pub worker_id: Option<String>,
     /// When a worker last claimed it.
     pub claimed_at: Option<DateTime<Utc>>,

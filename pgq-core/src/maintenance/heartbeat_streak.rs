@@ -3,8 +3,8 @@
 //! outage of the database (a restart, a failover, a cut connection) every registration has
 //! expired, the live workers' too, until their next heartbeats land; and a worker that just
 //! started cannot tell either. A worker whose heartbeats have landed, without a miss, for at
-//! least a registration's life (its heartbeat interval times four) knows that one who has not
-//! renewed it meanwhile is dead.
+//! least another worker's registration life (that worker's heartbeat interval times four) knows
+//! that the other, if it has not renewed its registration meanwhile, is dead.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -141,8 +141,9 @@ impl WorkerBuilder {
     /// [`limits::MAX_WORKER_INTERVAL`]), with how many jobs it holds. [`Client::workers`](crate::Client::workers) lists the workers
     /// that heartbeat; a worker that misses four heartbeats in a row (a crash, a lost host, a
     /// network cut longer than that) counts as dead, and the next rescuer of any other worker
-    /// takes its jobs back at once instead of waiting for their leases. A clean shutdown
-    /// removes the registration.
+    /// whose own heartbeats have landed for as long takes its jobs back at once instead of
+    /// waiting for their leases (none judges its own worker). A clean shutdown removes the
+    /// registration.
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -166,8 +167,9 @@ impl WorkerBuilder {
     /// and an index entry per job (about 15 % on the benchmark's drain, docs/performance.md).
     /// [`Client::job`](crate::Client::job) then finds a completed job no more, and a
     /// [`JobWatch`](crate::JobWatch) ends with [`Error::JobNotFound`](crate::Error::JobNotFound);
-    /// the few jobs completed another way (in the handler's transaction, by a drain) go with the
-    /// cleaner's next run, and [`Client::stats`](crate::Client::stats) counts no completions.
+    /// a job completed in the handler's transaction is deleted once the worker has seen the
+    /// commit, the few completed another way (by a drain) go with the cleaner's next run, and
+    /// [`Client::stats`](crate::Client::stats) counts no completions.
     /// A retention of [`limits::MAX_DELAY`] (100 years) or more, such as `Duration::MAX`,
     /// keeps those jobs for good.
     ///

@@ -288,7 +288,7 @@ impl WorkerHandle {
 
     /// Stops claiming, lets running jobs finish within the grace period, releases the rest
     /// to `pending` without spending their attempt, and returns when nothing is held — or, when
-    /// the database does not answer, after about 3 s more, leaving what is still held to its
+    /// the database does not answer, after about 4 s more, leaving what is still held to its
     /// lease.
     ///
     /// ```no_run
