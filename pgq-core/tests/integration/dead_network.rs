@@ -34,10 +34,8 @@ impl Handler for AcrossTheSplit {
     }
 }
 
-#[tokio::test]
-async fn a_worker_behind_a_blackholed_network_recovers_and_loses_nothing() {
-    let db = TestDatabase::new().await;
-    let direct = db.client();
+/// A pool whose every connection goes through a proxy the test can silence.
+async fn through_a_proxy(db: &TestDatabase) -> (TcpProxy, sqlx::PgPool) {
     let server = db.connect_options();
     let upstream = format!("{}:{}", server.get_host(), server.get_port())
         .parse()
@@ -49,6 +47,14 @@ async fn a_worker_behind_a_blackholed_network_recovers_and_loses_nothing() {
         .connect_with(proxy.connect_options(&server))
         .await
         .unwrap();
+    (proxy, pool)
+}
+
+#[tokio::test]
+async fn a_worker_behind_a_blackholed_network_recovers_and_loses_nothing() {
+    let db = TestDatabase::new().await;
+    let direct = db.client();
+    let (proxy, pool) = through_a_proxy(&db).await;
     let gate = Arc::new(Semaphore::new(0));
     let worker = Worker::builder(Client::new(pool))
         .queue("netsplit", 2)
@@ -260,17 +266,7 @@ async fn a_call_the_server_cancels_at_its_limit_is_unresponsive() {
 #[tokio::test]
 async fn the_listener_listens_again_after_its_connection_went_silent() {
     let db = TestDatabase::new().await;
-    let server = db.connect_options();
-    let upstream = format!("{}:{}", server.get_host(), server.get_port())
-        .parse()
-        .expect("a socket address");
-    let proxy = TcpProxy::new(upstream).await;
-    let pool = PgPoolOptions::new()
-        .max_connections(5)
-        .test_before_acquire(false)
-        .connect_with(proxy.connect_options(&server))
-        .await
-        .unwrap();
+    let (proxy, pool) = through_a_proxy(&db).await;
     let client = Client::new(pool).with_statement_timeout(Duration::from_secs(2));
     let worker = Worker::builder(client)
         .queue("netsplit", 1)
@@ -304,17 +300,7 @@ async fn the_listener_listens_again_after_its_connection_went_silent() {
 async fn a_worker_stops_in_time_while_the_database_does_not_answer() {
     let db = TestDatabase::new().await;
     let direct = db.client();
-    let server = db.connect_options();
-    let upstream = format!("{}:{}", server.get_host(), server.get_port())
-        .parse()
-        .expect("a socket address");
-    let proxy = TcpProxy::new(upstream).await;
-    let pool = PgPoolOptions::new()
-        .max_connections(5)
-        .test_before_acquire(false)
-        .connect_with(proxy.connect_options(&server))
-        .await
-        .unwrap();
+    let (proxy, pool) = through_a_proxy(&db).await;
     let gate = Arc::new(Semaphore::new(0));
     let worker = Worker::builder(Client::new(pool))
         .queue("netsplit", 2)
