@@ -50,6 +50,24 @@ async fn through_a_proxy(db: &TestDatabase) -> (TcpProxy, sqlx::PgPool) {
     (proxy, pool)
 }
 
+/// Enqueues a job whose handler waits for the gate, and returns once the worker started it.
+async fn a_running_job(
+    client: &Client,
+    events: &mut tokio::sync::broadcast::Receiver<pgq_core::WorkerEvent>,
+) -> pgq_core::JobId {
+    let running = client
+        .enqueue(AcrossTheSplit { gated: true })
+        .await
+        .unwrap()
+        .id();
+    support::event(
+        events,
+        |e| matches!(e, pgq_core::WorkerEvent::JobStarted { id, .. } if *id == running),
+    )
+    .await;
+    running
+}
+
 #[tokio::test]
 async fn a_worker_behind_a_blackholed_network_recovers_and_loses_nothing() {
     let db = TestDatabase::new().await;
@@ -65,16 +83,7 @@ async fn a_worker_behind_a_blackholed_network_recovers_and_loses_nothing() {
     let handle = worker.start();
 
     // A job runs while the network goes silent; its completion must still land, once.
-    let running = direct
-        .enqueue(AcrossTheSplit { gated: true })
-        .await
-        .unwrap()
-        .id();
-    support::event(
-        &mut events,
-        |e| matches!(e, pgq_core::WorkerEvent::JobStarted { id, .. } if *id == running),
-    )
-    .await;
+    let running = a_running_job(&direct, &mut events).await;
     proxy.set_mode(ProxyMode::Blackhole);
     gate.add_permits(1);
     let during = direct
@@ -310,16 +319,7 @@ async fn a_worker_stops_in_time_while_the_database_does_not_answer() {
         .unwrap();
     let mut events = worker.events();
     let handle = worker.start();
-    let running = direct
-        .enqueue(AcrossTheSplit { gated: true })
-        .await
-        .unwrap()
-        .id();
-    support::event(
-        &mut events,
-        |e| matches!(e, pgq_core::WorkerEvent::JobStarted { id, .. } if *id == running),
-    )
-    .await;
+    let running = a_running_job(&direct, &mut events).await;
 
     proxy.set_mode(ProxyMode::Blackhole);
     let stopping = std::time::Instant::now();
