@@ -256,9 +256,11 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     let mut stopping = runtime.stopping.clone();
     let _ = stopping.wait_for(|stop| *stop).await;
     // Dispatchers stop claiming and return once every running job has finished and been written.
-    // Past the grace period, every write is bounded by one deadline: a database that does not
-    // answer (often why a worker stops) holds the shutdown no longer. What is left unwritten
-    // waits for its lease, or its registration, to run out.
+    // Past the grace period, every write is bounded: the releases and the upkeep's last steps
+    // by one deadline (`CLEANUP_TIME`), the worker's seats and registration by another
+    // (`FAREWELL_TIME`). A database that does not answer (often why a worker stops) holds the
+    // shutdown no longer; what is left unwritten waits for its lease, or its registration, to
+    // run out.
     let mut until = None;
     if tokio::time::timeout(config.shutdown_grace, &mut dispatchers)
         .await
