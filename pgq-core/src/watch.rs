@@ -15,9 +15,10 @@ use crate::watchers::{Changes, Watchers};
 
 /// A live view of one job, from [`Client::watch`](crate::Client::watch): each call to
 /// [`next`](Self::next) returns the job as soon as it changed, until it has finished. All the
-/// watches of a client (and its clones) share one listening connection of its pool, held while
-/// any of them lives; each also reads its job every half second, should a notification be
-/// lost.
+/// watches of a client (and its clones) share one listening connection (`pgq-watch`, made like
+/// the client's pool but not taken from it), open while any of them lives; each also reads its
+/// job every half second, should a notification be lost. Behind a transaction pooler
+/// ([`Client::behind_pooler`](crate::Client::behind_pooler)) watches only poll.
 ///
 /// ```no_run
 /// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {

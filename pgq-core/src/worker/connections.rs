@@ -122,7 +122,8 @@ pub(crate) fn upkeep_pool(
     )
 }
 
-/// The listener's one connection.
-pub(crate) fn listen_pool(pool: &PgPool) -> PgPool {
-    like(pool, 1, "pgq-listen", &[])
+/// One listening connection, named `application_name`: a pool of its own for each attempt to
+/// listen, since a listener dropped after its connection went silent holds it for minutes.
+pub(crate) fn listen_pool(pool: &PgPool, application_name: &str) -> PgPool {
+    like(pool, 1, application_name, &[])
 }

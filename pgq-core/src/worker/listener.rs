@@ -152,7 +152,8 @@ impl Listener {
 
     async fn connect(&self) -> sqlx::Result<PgListener> {
         let mut listener =
-            PgListener::connect_with(&connections::listen_pool(&self.client_pool)).await?;
+            PgListener::connect_with(&connections::listen_pool(&self.client_pool, "pgq-listen"))
+                .await?;
         listener.ignore_pool_close_event(true);
         let channels =
             [Channel::Insert, Channel::Cancel, Channel::Queue].map(|c| self.store.channel(c));

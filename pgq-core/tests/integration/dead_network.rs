@@ -338,3 +338,63 @@ async fn a_worker_stops_in_time_while_the_database_does_not_answer() {
     let job = direct.job(running).await.unwrap().unwrap();
     assert_eq!(job.status, JobStatus::Running);
 }
+
+/// The connections named `pgq-watch` the server has, and how many of them last ran a LISTEN.
+async fn watch_connections(db: &TestDatabase) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE query LIKE 'LISTEN%')
+         FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'pgq-watch'",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap()
+}
+
+/// The watches' listener whose connection goes silent notices, listens again on a new
+/// connection once the network passes, and holds no connection of the client's pool: dropped,
+/// its goodbye (`UNLISTEN`) waits on the dead connection for as long as TCP does, and a listener
+/// on a connection of the pool kept it from enqueues all that time.
+#[tokio::test]
+async fn the_watch_listener_listens_again_and_holds_nothing_of_the_pool() {
+    let db = TestDatabase::new().await;
+    let server = db.connect_options();
+    let upstream = format!("{}:{}", server.get_host(), server.get_port())
+        .parse()
+        .expect("a socket address");
+    let proxy = TcpProxy::new(upstream).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect_with(proxy.connect_options(&server))
+        .await
+        .unwrap();
+    let client = Client::new(pool).with_statement_timeout(Duration::from_secs(2));
+    let id = client
+        .enqueue(AcrossTheSplit { gated: false })
+        .await
+        .unwrap()
+        .id();
+    let mut watch = client.watch(id).await.unwrap();
+    assert!(watch.next().await.unwrap().is_some());
+    assert_eq!(watch_connections(&db).await, (1, 1));
+
+    // Every connection open now hangs for good; new ones pass.
+    proxy.set_mode(ProxyMode::Blackhole);
+    proxy.set_mode(ProxyMode::Pass);
+    support::eventually(|| async { (watch_connections(&db).await == (2, 2)).then_some(()) }).await;
+
+    drop(watch);
+    // The pool's own connection hung too: the first enqueue may give up on it.
+    let enqueued = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match client.enqueue(AcrossTheSplit { gated: false }).await {
+                Err(pgq_core::Error::Unresponsive(_)) => continue,
+                other => break other,
+            }
+        }
+    })
+    .await
+    .expect("the pool's connection is not held by the listener");
+    enqueued.unwrap();
+}

@@ -259,14 +259,25 @@ async fn a_watcher_follows_a_job_to_its_end() {
     );
 }
 
-/// Watches share one listener: twenty of them on a pool of three connections leave the pool to
-/// enqueues, each still reads its job's changes, and the listener's connection goes back to the
-/// pool with the last watch.
+/// How many connections named `pgq-watch` the server has.
+async fn watch_connections(db: &TestDatabase) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'pgq-watch'",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap()
+}
+
+/// Watches share one listener, on a connection of its own: twenty of them beside a pool of one
+/// connection leave that connection to enqueues, each still reads its job's changes, and the
+/// listener's connection closes with the last watch.
 #[tokio::test]
-async fn twenty_watches_share_one_connection_of_a_pool_of_three() {
+async fn twenty_watches_share_one_connection_of_their_own() {
     let db = TestDatabase::new().await;
     let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(3)
+        .max_connections(1)
         .test_before_acquire(false)
         .connect_with(db.connect_options())
         .await
@@ -276,7 +287,7 @@ async fn twenty_watches_share_one_connection_of_a_pool_of_three() {
     for _ in 0..20 {
         ids.push(client.enqueue(Stepwise).await.unwrap().id());
     }
-    // Before, each watch held a connection of its own: the fourth waited for one, and so did
+    // Before, each watch held a connection of the pool: the second waited for one, and so did
     // every enqueue.
     let mut watches = Vec::new();
     for &id in &ids {
@@ -287,6 +298,7 @@ async fn twenty_watches_share_one_connection_of_a_pool_of_three() {
         assert_eq!(watch.next().await.unwrap().map(|job| job.id), Some(id));
         watches.push(watch);
     }
+    assert_eq!(watch_connections(&db).await, 1);
     tokio::time::timeout(Duration::from_secs(5), client.enqueue(Stepwise))
         .await
         .expect("the watches leave the pool to enqueues")
@@ -300,5 +312,5 @@ async fn twenty_watches_share_one_connection_of_a_pool_of_three() {
     assert_eq!(changed.priority, 7);
 
     drop(watches);
-    support::eventually(|| async { (pool.num_idle() == pool.size() as usize).then_some(()) }).await;
+    support::eventually(|| async { (watch_connections(&db).await == 0).then_some(()) }).await;
 }
