@@ -66,7 +66,11 @@ pub(crate) struct AttemptState {
     start: Watched,
     cancel_requested: AtomicBool,
     lease_lost: AtomicBool,
+    /// Completed in the handler's transaction (`ctx.complete_in`), which holds the job's row until
+    /// it ends: writes of the worker's would wait for it.
     completed_in_tx: AtomicBool,
+    /// The id of that transaction, to tell later whether it rolled back.
+    completing_xact: Mutex<Option<String>>,
     /// Released by a shutdown that could not wait for the handler: whatever the handler
     /// returns later is neither written nor reported.
     abandoned: AtomicBool,
@@ -138,6 +142,7 @@ impl AttemptState {
             cancel_requested: AtomicBool::new(false),
             lease_lost: AtomicBool::new(false),
             completed_in_tx: AtomicBool::new(false),
+            completing_xact: Mutex::new(None),
             abandoned: AtomicBool::new(false),
             progress: Mutex::new(Progress::default()),
         })
@@ -226,12 +231,51 @@ impl AttemptState {
         self.abandoned.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn mark_completed_in_tx(&self) {
+    /// Marks the job completed in the handler's transaction `xact` (`None`: unknown, or the one
+    /// already marked).
+    pub(crate) fn mark_completed_in_tx(&self, xact: Option<String>) {
+        if let Some(xact) = xact
+            && let Ok(mut completing) = self.completing_xact.lock()
+        {
+            *completing = Some(xact);
+        }
         self.completed_in_tx.store(true, Ordering::SeqCst);
     }
 
     pub(crate) fn completed_in_tx(&self) -> bool {
         self.completed_in_tx.load(Ordering::SeqCst)
+    }
+
+    /// The attempt is no longer completed in the handler's transaction, which rolled back.
+    pub(crate) fn unmark_completed_in_tx(&self) {
+        self.completed_in_tx.store(false, Ordering::SeqCst);
+        if let Ok(mut completing) = self.completing_xact.lock() {
+            *completing = None;
+        }
+    }
+
+    /// Whether the worker may write the job: not completed in the handler's transaction, or
+    /// that transaction rolled back (then the mark goes). While it is open, or once it
+    /// committed, a write would wait for it or find the job finished.
+    pub(crate) async fn writable(&self, store: &store::Store) -> bool {
+        if !self.completed_in_tx() {
+            return true;
+        }
+        let xact = self.completing_xact.lock().ok().and_then(|x| x.clone());
+        let Some(xact) = xact else {
+            return false;
+        };
+        match store::attempt::xact_aborted(store, &xact).await {
+            Ok(true) => {
+                self.unmark_completed_in_tx();
+                true
+            }
+            Ok(false) => false,
+            Err(err) => {
+                tracing::warn!(job = %self.id, error = %err, "could not tell whether the handler's transaction rolled back");
+                false
+            }
+        }
     }
 
     pub(crate) fn record(&self, f: impl FnOnce(&mut Recording)) -> bool {
@@ -296,9 +340,12 @@ impl AttemptState {
         let Backend::Database { client, worker_id } = &self.backend else {
             return;
         };
-        if self.completed_in_tx() {
+        if !self.writable(client.store()).await {
             // The handler's transaction holds the job's row until it ends, and completes it
             // with its progress: a write of ours would wait for that transaction.
+            if let Ok(mut progress) = self.progress.lock() {
+                progress.flush_scheduled = false;
+            }
             return;
         }
         let (percent, stage, events) = {
@@ -336,7 +383,9 @@ impl AttemptState {
     /// stage and events not written yet going with it, in the handler's own statement (written on
     /// another connection first, they would conflict with the handler's transaction at
     /// repeatable read); when the handler returns, the worker's completer checks that the
-    /// transaction committed, and reports it. `false` when the fence no longer holds.
+    /// transaction committed, and reports it. `false` when the fence no longer holds. The stage
+    /// and events stay unsent until then: should the transaction roll back, a later write
+    /// (progress, another `complete_in`, the worker's completion) carries them.
     pub(crate) async fn complete_in(
         &self,
         store: &store::Store,
@@ -346,27 +395,25 @@ impl AttemptState {
         if !self.started().await {
             return Ok(false);
         }
-        let (stage, events) = self.take_unsent();
+        let (stage, events) = self.unsent();
         let completed =
             store::attempt::complete_in(store, conn, fence, stage.as_deref(), events).await?;
-        if completed {
-            self.mark_completed_in_tx();
+        if completed.held {
+            self.mark_completed_in_tx(completed.xact);
         }
-        Ok(completed)
+        Ok(completed.held)
     }
 
-    /// The stage and the count of events reported since the last write, now taken for a write of
-    /// the caller's.
-    fn take_unsent(&self) -> (Option<String>, i32) {
-        let Ok(mut progress) = self.progress.lock() else {
+    /// The stage and the count of events reported since the last write.
+    fn unsent(&self) -> (Option<String>, i32) {
+        let Ok(progress) = self.progress.lock() else {
             return (None, 0);
         };
         if !progress.dirty {
             return (None, 0);
         }
-        progress.dirty = false;
         let stage = (!progress.stage.is_empty()).then(|| progress.stage.clone());
-        (stage, std::mem::take(&mut progress.unsent_events))
+        (stage, progress.unsent_events)
     }
 }
 

@@ -325,7 +325,7 @@ impl JobContext {
         let Backend::Database { client, .. } = &self.attempt.backend else {
             return Ok(());
         };
-        if self.attempt.completed_in_tx() {
+        if !self.attempt.writable(client.store()).await {
             // Completed in the handler's transaction, which holds the job's row until it ends:
             // nothing is left to hold, and a write would wait for that transaction.
             return Ok(());
@@ -370,7 +370,7 @@ impl JobContext {
         let (Some(fence), Backend::Database { client, .. }) =
             (self.attempt.fence(), &self.attempt.backend)
         else {
-            self.attempt.mark_completed_in_tx();
+            self.attempt.mark_completed_in_tx(None);
             return Ok(());
         };
         if self

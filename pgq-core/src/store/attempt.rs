@@ -73,18 +73,30 @@ WITH done AS (
 )
 SELECT EXISTS (SELECT 1 FROM done)
     OR EXISTS (SELECT 1 FROM pgq.jobs
-               WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'completed')";
+               WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'completed')
+       AS held,
+       CASE WHEN EXISTS (SELECT 1 FROM done) THEN pg_current_xact_id()::text END AS xact";
 
-/// Completes the attempt inside the handler's transaction. `false` when the fence no longer
-/// holds.
+/// What `complete_in`'s statement did.
+#[derive(Debug)]
+pub(crate) struct CompletedIn {
+    /// The fence held: the job is completed in the handler's transaction (by this statement or
+    /// an earlier one of the same attempt).
+    pub(crate) held: bool,
+    /// The id of the transaction this statement completed the job in; `None` when an earlier
+    /// statement did.
+    pub(crate) xact: Option<String>,
+}
+
+/// Completes the attempt inside the handler's transaction.
 pub(crate) async fn complete_in(
     store: &Store,
     conn: &mut PgConnection,
     fence: Fence<'_>,
     stage: Option<&str>,
     events: i32,
-) -> Result<bool> {
-    Ok(sqlx::query_scalar(store.sql(COMPLETE_IN))
+) -> Result<CompletedIn> {
+    let (held, xact) = sqlx::query_as(store.sql(COMPLETE_IN))
         .persistent(store.prepared())
         .bind(fence.id.get())
         .bind(fence.attempt)
@@ -92,7 +104,23 @@ pub(crate) async fn complete_in(
         .bind(stage)
         .bind(events)
         .fetch_one(conn)
-        .await?)
+        .await?;
+    Ok(CompletedIn { held, xact })
+}
+
+const XACT_ABORTED: &str = "SELECT pg_xact_status($1::xid8) = 'aborted'";
+
+/// Whether the transaction `xact` (from [`CompletedIn`]) rolled back. Neither a transaction still
+/// open nor one too old to tell counts.
+pub(crate) async fn xact_aborted(store: &Store, xact: &str) -> Result<bool> {
+    run!(store, |conn| async {
+        let aborted: Option<bool> = sqlx::query_scalar(store.sql(XACT_ABORTED))
+            .persistent(store.prepared())
+            .bind(xact)
+            .fetch_one(conn)
+            .await?;
+        Ok(aborted.unwrap_or(false))
+    })
 }
 
 const IS_COMPLETED: &str = "
@@ -336,6 +364,7 @@ mod tests {
             super::COMPLETE,
             super::COMPLETE_DELETING,
             super::COMPLETE_IN,
+            super::XACT_ABORTED,
             super::IS_COMPLETED,
             super::DELETE_COMPLETED,
             super::CANCELLED,

@@ -226,7 +226,14 @@ impl Completer {
                     }
                     return (Ok(Some(JobOutcome::Completed)), None);
                 }
-                Ok(false) => {} // the handler's transaction rolled back: complete it here
+                Ok(false) => {
+                    // The handler's transaction rolled back: the job is written here, with the
+                    // progress that transaction would have carried.
+                    state.unmark_completed_in_tx();
+                    if state.has_unwritten_progress() && state.started().await {
+                        Box::pin(state.flush()).await;
+                    }
+                }
                 Err(err) => return (Err(err), None),
             }
         }

@@ -67,6 +67,12 @@ enum Then {
     /// Reports progress, then in a serializable transaction reports more and an event (writes
     /// the throttle leaves for later) and completes in it.
     ReportThenComplete,
+    /// As `ReportThenComplete`, at read committed, but the transaction rolls back, and the
+    /// handler returns `Ok`: the worker completes the job.
+    ReportThenRollBack,
+    /// As `ReportThenRollBack`, then reports a stage, and completes in a second transaction that
+    /// commits, as a handler retrying its transaction does.
+    ReportThenRollBackThenRetry,
 }
 
 #[async_trait]
@@ -76,7 +82,11 @@ impl Handler for Ship {
             support::pass_gate(ctx).await;
         }
         let pool = ctx.state::<PgPool>().unwrap();
-        if matches!(self.then, Then::ReportThenComplete) {
+        let reports = matches!(
+            self.then,
+            Then::ReportThenComplete | Then::ReportThenRollBack | Then::ReportThenRollBackThenRetry
+        );
+        if reports {
             // Written at once: the first report of an attempt is never held back.
             ctx.progress(40, "packing").await;
         }
@@ -90,7 +100,7 @@ impl Handler for Ship {
             .bind(self.order)
             .execute(&mut *tx)
             .await?;
-        if matches!(self.then, Then::ReportThenComplete) {
+        if reports {
             // Within the throttle's second: left for the next write.
             ctx.progress(80, "labelling").await;
             ctx.event("label printed").await;
@@ -107,6 +117,22 @@ impl Handler for Ship {
             Then::CommitThenFail => {
                 tx.commit().await?;
                 Err(TaskError::retry("the receipt mail bounced"))
+            }
+            Then::ReportThenRollBack => {
+                tx.rollback().await?;
+                Ok(())
+            }
+            Then::ReportThenRollBackThenRetry => {
+                tx.rollback().await?;
+                ctx.event("retrying").await;
+                let mut tx = pool.begin().await?;
+                sqlx::query("INSERT INTO shipments (order_id) VALUES ($1)")
+                    .bind(self.order)
+                    .execute(&mut *tx)
+                    .await?;
+                ctx.complete_in(&mut tx).await?;
+                tx.commit().await?;
+                Ok(())
             }
             _ => {
                 tx.commit().await?;
@@ -303,6 +329,33 @@ async fn complete_in_committed_stays_completed_whatever_the_handler_returns_afte
     assert_eq!((outcome, shipped), (JobOutcome::Completed, 1));
     let job = db.client().job(id).await.unwrap().unwrap();
     assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
+}
+
+/// A rolled-back `complete_in` leaves the job to the worker, with the stage and the event that
+/// went with it: written by the worker's completion, or by the next `complete_in`. (They were
+/// taken for the rolled-back statement and lost.)
+#[tokio::test]
+async fn complete_in_rolled_back_keeps_the_progress_it_carried() {
+    let db = TestDatabase::new().await;
+    let (id, outcome, shipped) = ship(&db, Then::ReportThenRollBack).await;
+    assert_eq!((outcome, shipped), (JobOutcome::Completed, 0));
+    let job = db.client().job(id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.current_stage.as_deref(), job.events_count),
+        (JobStatus::Completed, Some("labelling"), 1)
+    );
+
+    sqlx::raw_sql("DROP TABLE shipments")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let (id, outcome, shipped) = ship(&db, Then::ReportThenRollBackThenRetry).await;
+    assert_eq!((outcome, shipped), (JobOutcome::Completed, 1));
+    let job = db.client().job(id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.current_stage.as_deref(), job.events_count),
+        (JobStatus::Completed, Some("labelling"), 2)
+    );
 }
 
 #[tokio::test]
