@@ -5,7 +5,7 @@
 use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
-use pgq_core::{ActionReport, Client, JobFilter, JobId, JobStatus, SkipReason};
+use pgq_core::{ActionReport, Client, JobFilter, JobId, JobSelection, JobStatus, SkipReason};
 use serde_json::json;
 
 use crate::args::{ActionArgs, DeleteArgs, Global, RetryArgs};
@@ -56,12 +56,12 @@ impl Verb {
         }
     }
 
-    async fn apply(self, client: &Client, ids: Vec<JobId>) -> pgq_core::Result<ActionReport> {
+    async fn apply(self, client: &Client, jobs: JobSelection) -> pgq_core::Result<ActionReport> {
         match self {
-            Verb::Retry { attempts } => client.retry_jobs(ids, attempts).await,
-            Verb::Cancel => client.cancel_jobs(ids).await,
-            Verb::Delete { force } => client.delete_jobs(ids, force).await,
-            Verb::RunNow => client.run_jobs_now(ids).await,
+            Verb::Retry { attempts } => client.retry_jobs(jobs, attempts).await,
+            Verb::Cancel => client.cancel_jobs(jobs).await,
+            Verb::Delete { force } => client.delete_jobs(jobs, force).await,
+            Verb::RunNow => client.run_jobs_now(jobs).await,
         }
     }
 }
@@ -87,7 +87,7 @@ pub(crate) async fn delete(global: &Global, args: &DeleteArgs) -> Outcome {
 
 pub(crate) async fn run_now(global: &Global, id: JobId) -> Outcome {
     let client = connect::client(global).await?;
-    let report = Verb::RunNow.apply(&client, vec![id]).await?;
+    let report = Verb::RunNow.apply(&client, vec![id].into()).await?;
     print_report(global, Verb::RunNow, &report)?;
     Ok(exit(&report, true))
 }
@@ -132,15 +132,20 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
         }
     };
     let client = connect::client(global).await?;
-    let (by_id, ids) = match targets {
+    let (filter, ids) = match targets {
         Targets::Ids(mut ids) => {
             ids.sort();
             ids.dedup();
-            (true, ids)
+            (None, ids)
         }
-        Targets::Filter(None) => (false, Vec::new()),
-        Targets::Filter(Some(filter)) => (false, matches(&client, *filter).await?),
+        Targets::Filter(None) => (None, Vec::new()),
+        Targets::Filter(Some(filter)) => {
+            let mut ids = matches(&client, (*filter).clone()).await?;
+            ids.sort();
+            (Some(*filter), ids)
+        }
     };
+    let by_id = filter.is_none() && !ids.is_empty();
     if args.dry_run {
         return dry_run(global, &client, verb, &ids).await;
     }
@@ -151,7 +156,12 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
     if !confirm::go_ahead(&what, ids.len(), args.yes)? {
         return Err(Failure::Failed("nothing changed".into()));
     }
-    let report = apply_showing_progress(&client, verb, ids).await?;
+    let mut report = apply_showing_progress(&client, verb, &ids, filter.as_ref()).await?;
+    if filter.is_some() {
+        report
+            .skipped
+            .extend(left_since_listed(&client, &ids, &report).await?);
+    }
     print_report(global, verb, &report)?;
     Ok(exit(&report, by_id))
 }
@@ -159,20 +169,31 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
 /// Jobs an action changes between two progress lines on a terminal.
 const PROGRESS_EVERY: usize = 1_000;
 
+/// The jobs of `ids` (sorted) for the action: as ids, or, for jobs a filter found, as the filter
+/// over their range of ids, so that a job that left the filter's statuses since it was listed
+/// (claimed by a worker while the question was read) is skipped, not overwritten.
+fn selection(ids: &[JobId], filter: Option<&JobFilter>) -> JobSelection {
+    match (filter, ids.first(), ids.last()) {
+        (Some(filter), Some(&first), Some(&last)) => filter.clone().ids(first..=last).into(),
+        _ => ids.to_vec().into(),
+    }
+}
+
 /// Applies the action; on a terminal, a batch at a time with how far it got on stderr, so that
 /// a long action shows it is moving. Elsewhere (a script, a pipe) in one call and silently.
 async fn apply_showing_progress(
     client: &Client,
     verb: Verb,
-    ids: Vec<JobId>,
+    ids: &[JobId],
+    filter: Option<&JobFilter>,
 ) -> Result<ActionReport, Failure> {
     if ids.len() <= PROGRESS_EVERY || !std::io::stderr().is_terminal() {
-        return Ok(verb.apply(client, ids).await?);
+        return Ok(verb.apply(client, selection(ids, filter)).await?);
     }
     let total = ids.len();
     let mut report = ActionReport::default();
     for (n, batch) in ids.chunks(PROGRESS_EVERY).enumerate() {
-        let done = verb.apply(client, batch.to_vec()).await?;
+        let done = verb.apply(client, selection(batch, filter)).await?;
         report.changed.extend(done.changed);
         report.requested.extend(done.requested);
         report.skipped.extend(done.skipped);
@@ -182,6 +203,30 @@ async fn apply_showing_progress(
     }
     std::io::stderr().lock().write_all(b"\n")?;
     Ok(report)
+}
+
+/// The listed jobs an action by filter left out, having found them no longer in the filter's
+/// statuses: skipped, with the status each is in now.
+async fn left_since_listed(
+    client: &Client,
+    ids: &[JobId],
+    report: &ActionReport,
+) -> Result<Vec<(JobId, SkipReason)>, Failure> {
+    let reported: std::collections::HashSet<JobId> = (report.changed.iter())
+        .chain(&report.requested)
+        .chain(report.skipped.iter().map(|(id, _)| id))
+        .copied()
+        .collect();
+    let left: Vec<JobId> = ids
+        .iter()
+        .filter(|id| !reported.contains(id))
+        .copied()
+        .collect();
+    Ok(statuses(client, &left)
+        .await?
+        .into_iter()
+        .map(|(id, status)| (id, status.map_or(SkipReason::NotFound, SkipReason::State)))
+        .collect())
 }
 
 /// Every job the filter matches, page by page.
@@ -336,5 +381,55 @@ fn exit(report: &ActionReport, by_id: bool) -> ExitCode {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pgq_core::{JobFilter, JobId, JobStatus, SkipReason};
+    use pgq_testkit::TestDatabase;
+
+    use super::{Verb, apply_showing_progress, left_since_listed};
+
+    /// A job listed by a filter, then claimed by a worker while the question was read, is
+    /// skipped by the action (a forced delete of pending jobs), not overwritten, and reported.
+    #[tokio::test]
+    async fn a_job_that_left_the_filter_since_it_was_listed_is_skipped() {
+        let db = TestDatabase::new().await;
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO pgq.jobs (task, queue, payload) VALUES ('T', 'q', '{}') RETURNING id",
+            )
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+            ids.push(JobId::from(id));
+        }
+        sqlx::query(
+            "UPDATE pgq.jobs SET status = 'running', phase = 1, worker_id = 'w',
+                 claimed_at = now(), started_at = now(), lease_expires_at = now() + interval '1h'
+             WHERE id = $1",
+        )
+        .bind(ids[1].get())
+        .execute(db.pool())
+        .await
+        .unwrap();
+        let client = db.client();
+        let pending = JobFilter::new().status(JobStatus::Pending);
+        let verb = Verb::Delete { force: true };
+        let mut report = apply_showing_progress(&client, verb, &ids, Some(&pending))
+            .await
+            .unwrap();
+        report
+            .skipped
+            .extend(left_since_listed(&client, &ids, &report).await.unwrap());
+        report.changed.sort();
+        assert_eq!(report.changed, vec![ids[0], ids[2]]);
+        assert_eq!(
+            report.skipped,
+            vec![(ids[1], SkipReason::State(JobStatus::Running))]
+        );
+        assert!(client.job(ids[1]).await.unwrap().is_some());
     }
 }
