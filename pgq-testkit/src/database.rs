@@ -55,7 +55,7 @@ impl TestDatabase {
         let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
         let server: PgConnectOptions = url
             .parse()
-            .unwrap_or_else(|err| panic!("DATABASE_URL {url:?} is not a PostgreSQL URL: {err}"));
+            .unwrap_or_else(|err| panic!("DATABASE_URL is not a PostgreSQL URL: {err}"));
         let server = server.disable_statement_logging();
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -71,7 +71,8 @@ impl TestDatabase {
         __testkit::create_database(&server, &name)
             .await
             .unwrap_or_else(|err| {
-                panic!("cannot create test database {name} at {url:?} (set DATABASE_URL): {err}")
+                let at = shown(&server);
+                panic!("cannot create test database {name} as {at} (set DATABASE_URL): {err}")
             });
         // As `Client::connect` builds it: no ping before each use, so tests run pgq's
         // statements as production does.
@@ -226,5 +227,28 @@ impl Drop for TestDatabase {
                 .ok()
         });
         let _ = dropper.join();
+    }
+}
+
+/// The server and role a panic names: never the password, as panics land in CI logs.
+fn shown(server: &PgConnectOptions) -> String {
+    format!(
+        "{}@{}:{}",
+        server.get_username(),
+        server.get_host(),
+        server.get_port()
+    )
+}
+
+#[cfg(test)]
+mod shown_tests {
+    #[test]
+    fn a_server_is_named_without_its_password() {
+        let server = "postgres://app:s3cret@db.internal:6543/app?password=other"
+            .parse()
+            .unwrap();
+        let shown = super::shown(&server);
+        assert_eq!(shown, "app@db.internal:6543");
+        assert!(!shown.contains("s3cret") && !shown.contains("other"));
     }
 }

@@ -141,7 +141,8 @@ impl Client {
     /// connection and returns [`Error::Unresponsive`](crate::Error::Unresponsive): a network
     /// that went silent is noticed within this long. pgq's statements are short; your own
     /// queries, and enqueues inside your transactions, are not bounded by it. `Duration::ZERO`
-    /// means no limit, as PostgreSQL's `statement_timeout = 0` does.
+    /// means no limit, as PostgreSQL's `statement_timeout = 0` does. The server holds pgq's
+    /// statements to a tenth less, at most its own longest (about 24.8 days).
     ///
     /// ```no_run
     /// # async fn example(pool: sqlx::PgPool) {

@@ -224,10 +224,12 @@ impl Store {
     /// The limit the server itself holds pgq's statements to, where pgq can set one: a tenth
     /// shorter than the time the client waits, so that a statement the client gives up on (a
     /// tick waiting for a lock) is cancelled by the server and never commits after it. `None`
-    /// without a limit.
+    /// without a limit. PostgreSQL takes at most `i32::MAX` milliseconds (about 24.8 days) and
+    /// refuses the connection or the `SET` beyond: a longer limit is held to that.
     pub(crate) fn server_timeout(&self) -> Option<Duration> {
+        const LONGEST: Duration = Duration::from_millis(i32::MAX as u64);
         (self.timeout != Duration::MAX)
-            .then(|| (self.timeout - self.timeout / 10).max(Duration::from_millis(1)))
+            .then(|| (self.timeout - self.timeout / 10).clamp(Duration::from_millis(1), LONGEST))
     }
 
     /// What starts a statement's own transaction behind a transaction pooler: `BEGIN` at read

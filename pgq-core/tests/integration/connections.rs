@@ -107,3 +107,28 @@ async fn a_worker_opens_the_connections_its_budget_allows_named_and_hooked() {
     }
     handle.shutdown().await.unwrap();
 }
+
+/// A statement time limit longer than PostgreSQL's (about 24.8 days) still lets a worker open
+/// its connections and run jobs, and behind a pooler lets every statement run: the server's own
+/// limit is held to the longest it takes. (It was sent as it was, and refused.)
+#[tokio::test]
+async fn a_statement_limit_longer_than_the_servers_still_runs_jobs() {
+    let db = TestDatabase::new().await;
+    let month = std::time::Duration::from_secs(30 * 24 * 3600);
+    for behind_pooler in [false, true] {
+        let mut client = Client::new(db.pool().clone()).with_statement_timeout(month);
+        if behind_pooler {
+            client = client.behind_pooler();
+        }
+        let worker = Worker::builder(client.clone())
+            .queue("budget-a", 1)
+            .build()
+            .unwrap();
+        let mut events = worker.events();
+        let handle = worker.start();
+        let id = client.enqueue(Budgeted { n: 1 }).await.unwrap().id();
+        let (outcome, _) = support::finished(&mut events, id).await;
+        assert_eq!(outcome, pgq_core::JobOutcome::Completed, "{behind_pooler}");
+        handle.shutdown().await.unwrap();
+    }
+}
