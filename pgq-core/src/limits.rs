@@ -358,6 +358,15 @@ pub const ACTION_BATCH: usize = 1000;
 /// ```
 pub const MAX_BACKFILL: u32 = 1000;
 
+/// The longest cron expression of a schedule, in characters, spaces included: `#[task(cron)]`
+/// refuses a longer one at compile time, `WorkerBuilder::build` with
+/// [`Error::InvalidSchedule`](crate::Error::InvalidSchedule).
+///
+/// ```
+/// assert_eq!(pgq_core::limits::MAX_CRON_CHARS, 256);
+/// ```
+pub const MAX_CRON_CHARS: usize = 256;
+
 /// The longest schedule name, in bytes (a schedule is named after its task unless named).
 ///
 /// ```

@@ -112,6 +112,12 @@ impl Unchecked {
                 limits::MAX_BACKFILL
             )));
         }
+        if self.schedule.cron.chars().count() > limits::MAX_CRON_CHARS {
+            return Err(refuse(format!(
+                "a cron expression has at most {} characters",
+                limits::MAX_CRON_CHARS
+            )));
+        }
         let cadence =
             Cadence::parse(&self.schedule.cron, &self.schedule.time_zone).map_err(&refuse)?;
         let tags = BTreeMap::from([("schedule".to_owned(), name.clone())]);

@@ -254,6 +254,15 @@ mod tests {
             bad_cron[0].starts_with("cron expression does not parse"),
             "{bad_cron:?}"
         );
+        let long: DeriveInput = syn::parse_str(&format!(
+            "#[task(cron = \"{} * * * * *\")] struct L;",
+            " ".repeat(300)
+        ))
+        .unwrap();
+        assert_eq!(
+            errors(long),
+            ["a cron expression has at most 256 characters"]
+        );
         assert_eq!(
             errors(parse_quote!(
                 #[task(time_zone = "UTC")]

@@ -182,6 +182,15 @@ fn millis(cx: &Ctxt, arg: &Arg, limits: Limits) -> Option<u64> {
 /// A cron expression that parses: six fields with seconds, or five with second 0.
 fn cron(cx: &Ctxt, lit: &LitStr) -> Option<Cron> {
     let expression = lit.value();
+    // As `pgq_core::limits::MAX_CRON_CHARS`: the schedules table holds no longer one.
+    const MAX_CRON_CHARS: usize = 256;
+    if expression.chars().count() > MAX_CRON_CHARS {
+        cx.error_spanned_by(
+            lit,
+            format_args!("a cron expression has at most {MAX_CRON_CHARS} characters"),
+        );
+        return None;
+    }
     match croner::Cron::from_str(&expression) {
         Ok(_) => Some(Cron {
             expression,
