@@ -188,3 +188,57 @@ async fn a_batch_notifies_once_when_due_and_never_when_it_inserts_nothing_due() 
         "a batch of duplicates inserts nothing to wake for"
     );
 }
+
+/// Under a steady load of overlapping enqueues, a notification still goes out every window: the
+/// trailing one waits only for the enqueues deferred before its window closed. (It waited for
+/// every deferred enqueue to return, which under such a load never happened: nothing was
+/// notified until the load stopped, and idle workers found the jobs only when they polled.)
+#[tokio::test]
+async fn overlapping_enqueues_still_notify_every_window() {
+    let db = TestDatabase::new().await;
+    let client = db.client().with_wakeup_window(Duration::from_millis(10));
+    let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
+        .await
+        .unwrap();
+    listener.listen("pgq_insert").await.unwrap();
+    let heard = tokio::spawn(async move {
+        let mut at = Vec::new();
+        while let Ok(notification) = listener.recv().await {
+            if notification.payload() == "marker" {
+                break;
+            }
+            at.push(std::time::Instant::now());
+        }
+        at
+    });
+
+    // Four loops, each enqueueing as soon as its last enqueue returned: one is always in flight.
+    let loops: Vec<_> = (0..4)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                for n in 0..200 {
+                    client.enqueue(Wake { n }).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for load in loops {
+        load.await.unwrap();
+    }
+    let load_ended = std::time::Instant::now();
+    sqlx::query("SELECT pg_notify('pgq_insert', 'marker')")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let heard = tokio::time::timeout(support::LIMIT, heard)
+        .await
+        .expect("the marker arrives")
+        .unwrap();
+    let during_load = heard.iter().filter(|&&at| at < load_ended).count();
+    assert!(
+        during_load >= 3,
+        "{during_load} notifications during 800 overlapping enqueues, {} in all",
+        heard.len()
+    );
+}
