@@ -140,7 +140,8 @@ impl WorkerBuilder {
     /// How often this worker heartbeats its registration in `pgq.workers` (default 5 s, at most
     /// [`limits::MAX_WORKER_INTERVAL`]), with how many jobs it holds. [`Client::workers`](crate::Client::workers) lists the workers
     /// that heartbeat; a worker that misses four heartbeats in a row (a crash, a lost host, a
-    /// network cut longer than that) counts as dead, and the next rescuer of any other worker
+    /// network cut longer than that), and at least 4 s of them, counts as dead (a heartbeat may
+    /// wait a second for its statement, however short the interval), and the next rescuer of any other worker
     /// whose own heartbeats have landed for as long takes its jobs back at once instead of
     /// waiting for their leases (none judges its own worker). A clean shutdown removes the
     /// registration.

@@ -336,7 +336,9 @@ fn registration(config: &WorkerConfig) -> Registration {
         .iter()
         .map(|(name, &concurrency)| (name.clone(), concurrency.into()))
         .collect();
-    let alive_for = config.heartbeat_interval * MISSED_HEARTBEATS;
+    // A heartbeat may wait a second for its statement however short its interval: four gaps of
+    // that long are the least a registration lives.
+    let alive_for = config.heartbeat_interval.max(HEARTBEAT_TIMEOUT_FLOOR) * MISSED_HEARTBEATS;
     Registration {
         id: config.worker_id.clone(),
         host: builder::host_name(),

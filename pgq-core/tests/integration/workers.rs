@@ -213,3 +213,67 @@ async fn a_rescuer_judges_only_registrations_that_lived_no_longer_than_its_own_h
     );
     handle.shutdown().await.unwrap();
 }
+
+/// A heartbeat may wait a second for its statement however short its interval, so a registration
+/// lives at least four seconds: a worker heartbeating every 10 ms whose heartbeat is held up
+/// for 400 ms keeps its running job. (Its registration lived four intervals, 40 ms, and another
+/// worker's rescuer took the job back while its handler ran.)
+#[tokio::test]
+async fn a_slow_heartbeat_of_a_short_interval_does_not_make_its_worker_dead() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let gate = Arc::new(Semaphore::new(0));
+    let build = || {
+        Worker::builder(client.clone())
+            .queue("registered", 1)
+            .heartbeat_interval(Duration::from_millis(10))
+            .rescue_interval(Duration::from_millis(10))
+            .state(gate.clone())
+            .build()
+            .unwrap()
+    };
+    let a = build();
+    let a_id = a.worker_id().to_owned();
+    let a = a.start();
+    let id = client.enqueue(Held).await.unwrap().id();
+    support::held(db.pool(), id).await;
+    let b = build().start();
+
+    // A's next heartbeat takes 400 ms, once.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE public.slowed (done boolean NOT NULL);
+         INSERT INTO public.slowed VALUES (false);
+         CREATE FUNCTION public.slow_heartbeat() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.id = '{a_id}' AND NOT (SELECT done FROM public.slowed) THEN
+                 UPDATE public.slowed SET done = true;
+                 PERFORM pg_sleep(0.4);
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER slow_heartbeat BEFORE INSERT OR UPDATE ON pgq.workers
+             FOR EACH ROW EXECUTE FUNCTION public.slow_heartbeat();"
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+    support::eventually(|| async {
+        let done: bool = sqlx::query_scalar("SELECT done FROM public.slowed")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+        done.then_some(())
+    })
+    .await;
+
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.attempts, job.worker_id.as_deref()),
+        (JobStatus::Running, 1, Some(a_id.as_str()))
+    );
+    gate.add_permits(1);
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
+}
