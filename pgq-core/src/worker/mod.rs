@@ -58,6 +58,9 @@ pub struct Worker {
 }
 
 /// A started worker. Dropping it does not stop the worker; call [`shutdown`](Self::shutdown).
+/// The worker also stops, without a grace period, when the Tokio runtime it was started on
+/// shuts down (its claims and handlers run there): its held jobs go back to pending and its
+/// registration is removed.
 ///
 /// ```no_run
 /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
@@ -128,7 +131,9 @@ impl Worker {
         self.runtime.reporter.subscribe()
     }
 
-    /// Starts the worker in the background.
+    /// Starts the worker in the background: its claims and handlers on the current Tokio
+    /// runtime (this panics outside one, as `tokio::spawn` does), its own loops on a thread of
+    /// their own.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
@@ -145,10 +150,8 @@ impl Worker {
         // `run` future) dropped without `shutdown` leaves the worker running, instead of
         // closing the signal, which every loop would read as a stop it never completes.
         let keep_running = self.stop.clone();
-        let supervisor = control::spawn(async move {
-            supervisor::supervise(self.runtime, handlers).await;
-            drop(keep_running);
-        });
+        let supervisor =
+            control::spawn(supervisor::supervise(self.runtime, handlers, keep_running));
         WorkerHandle {
             runtime,
             stop: self.stop,

@@ -138,8 +138,12 @@ impl Runtime {
 /// Runs the listener, dispatchers and upkeep until told to stop, then shuts down in order.
 /// Dispatchers, and the attempts they start, run on the application's runtime (`handlers`);
 /// everything else here runs on the worker's own thread, which a handler that blocks its thread
-/// cannot stall.
-pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::Handle) {
+/// cannot stall. It stops when `stop` is sent, or when the runtime of `handlers` shuts down.
+pub(crate) async fn supervise(
+    runtime: Arc<Runtime>,
+    handlers: tokio::runtime::Handle,
+    stop: watch::Sender<bool>,
+) {
     let executor = &runtime.executor;
     let config = &runtime.config;
     // The listener and the renewer outlive the dispatchers: running jobs keep their leases and
@@ -253,8 +257,18 @@ pub(crate) async fn supervise(runtime: Arc<Runtime>, handlers: tokio::runtime::H
     let dispatcher_aborts: Vec<_> = dispatchers.iter().map(|d| d.abort_handle()).collect();
     let mut dispatchers = futures_util::future::join_all(dispatchers);
 
+    // The application's runtime shut down without a `shutdown` (a test that panicked, a runtime
+    // dropped): its dispatchers and handlers went with it, and so does the worker, giving back
+    // what they held instead of renewing it for as long as the process lives.
+    let runtime_gone = handlers.spawn(std::future::pending::<()>());
     let mut stopping = runtime.stopping.clone();
-    let _ = stopping.wait_for(|stop| *stop).await;
+    tokio::select! {
+        _ = stopping.wait_for(|stop| *stop) => {}
+        _ = runtime_gone => {
+            tracing::warn!("the runtime the worker was started on shut down; the worker stops");
+            stop.send_replace(true);
+        }
+    }
     // Dispatchers stop claiming and return once every running job has finished and been written.
     // Past the grace period, every write is bounded: the releases and the upkeep's last steps
     // by one deadline (`CLEANUP_TIME`), the worker's seats and registration by another

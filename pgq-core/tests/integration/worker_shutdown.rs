@@ -216,3 +216,38 @@ async fn shutdown_keeps_its_grace_period_when_handlers_block_their_threads() {
     );
     application.shutdown_background();
 }
+
+/// A worker whose application runtime shuts down without a `shutdown` (a test that panicked, a
+/// runtime dropped) stops with it: its handlers and claims went with that runtime, so its held
+/// jobs go back to pending and its registration is removed. (It went on renewing their leases
+/// and heartbeating for as long as the process lived, and no rescuer took them back.)
+#[tokio::test]
+async fn a_worker_stops_when_its_runtime_shuts_down() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(Gated).await.unwrap().id();
+    let worker = Worker::builder(client.clone())
+        .queue("shutdown", 1)
+        .state(Arc::new(Semaphore::new(0)))
+        .build()
+        .unwrap();
+    let worker_id = worker.worker_id().to_owned();
+    let application = support::application_runtime();
+    let handle = support::start_on(&application, worker).await;
+    support::held(db.pool(), id).await;
+
+    application.shutdown_background();
+    support::eventually(|| async {
+        let job = client.job(id).await.unwrap().unwrap();
+        (job.status == JobStatus::Pending).then_some(job)
+    })
+    .await;
+    assert_eq!(held_by(&db, &worker_id).await, 0);
+    support::eventually(|| async { client.workers().await.unwrap().is_empty().then_some(()) })
+        .await;
+    // Already stopped: shutting down returns at once.
+    tokio::time::timeout(support::LIMIT, handle.shutdown())
+        .await
+        .expect("the handle's shutdown returns")
+        .unwrap();
+}
