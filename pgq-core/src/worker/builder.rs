@@ -378,7 +378,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// Checks the configuration and the linked task handlers.
+    /// Checks the configuration and the linked task handlers. Call it within a Tokio runtime:
+    /// the worker's connection pools are made here.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
