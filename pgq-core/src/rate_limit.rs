@@ -29,7 +29,8 @@ pub struct RateLimit {
 
 impl RateLimit {
     /// `jobs` starts per `period`; `None` unless `jobs` is 1 to `i32::MAX` and `period` is 1 ms
-    /// to [`MAX_RATE_PERIOD`](crate::limits::MAX_RATE_PERIOD).
+    /// to [`MAX_RATE_PERIOD`](crate::limits::MAX_RATE_PERIOD). A period is kept in whole
+    /// milliseconds, rounded up: never more starts than asked for.
     ///
     /// ```
     /// let rate = pgq_core::RateLimit::new(5, std::time::Duration::from_millis(500));
@@ -38,6 +39,8 @@ impl RateLimit {
     pub fn new(jobs: u32, period: Duration) -> Option<Self> {
         let jobs_ok = jobs >= 1 && i32::try_from(jobs).is_ok();
         let period_ok = period >= Duration::from_millis(1) && period <= limits::MAX_RATE_PERIOD;
+        let period =
+            Duration::from_millis(u64::try_from(period.as_nanos().div_ceil(1_000_000)).ok()?);
         (jobs_ok && period_ok).then_some(Self { jobs, period })
     }
 
@@ -107,6 +110,17 @@ impl std::str::FromStr for RateLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Kept in whole milliseconds, rounded up: 1.999 ms was kept as 1 ms, almost twice the rate.
+    #[test]
+    fn a_fractional_period_rounds_up() {
+        let rate = RateLimit::new(1, Duration::from_micros(1999)).unwrap();
+        assert_eq!(rate.period(), Duration::from_millis(2));
+        assert_eq!(
+            (rate.period_ms(), rate.to_string()),
+            (2, "1/2ms".to_owned())
+        );
+    }
 
     #[test]
     fn rates_parse_and_print() {

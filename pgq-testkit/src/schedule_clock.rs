@@ -130,9 +130,13 @@ impl ScheduleClock {
     /// Moves `duration` forward at once, as if no worker ran meanwhile, and enqueues what is
     /// due: instants missed by more than the grace (`defaults::SCHEDULE_GRACE`) follow each
     /// schedule's [`Missed`](pgq_core::Missed) policy, the others are enqueued.
+    /// A duration past what a date can hold (beyond the year 262 143) moves the clock to the
+    /// latest date there is.
     pub async fn advance(&mut self, duration: Duration) -> Vec<JobId> {
-        let at = self.now
-            + chrono::Duration::from_std(duration).expect("a duration a clock can move by");
+        let at = chrono::Duration::from_std(duration)
+            .ok()
+            .and_then(|by| self.now.checked_add_signed(by))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
         self.move_to(at).await
     }
 

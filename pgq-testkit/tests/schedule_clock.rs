@@ -165,3 +165,22 @@ async fn an_instant_whose_key_is_held_enqueues_nothing(db: TestDatabase) {
         .unwrap();
     assert_eq!(schedule.last_job, Some(first.jobs[0]));
 }
+
+/// A clock moved further than a date can hold stops at the latest date, and does not panic.
+#[pgq_testkit::test]
+async fn advancing_by_the_longest_duration_does_not_panic(db: TestDatabase) {
+    let client = db.client();
+    let mut clock = ScheduleClock::start(&client, at("2026-11-24T08:30:00Z"))
+        .await
+        .with(
+            Schedule::cron("0 0 * * * *")
+                .name("once")
+                .missed(Missed::RunOnce),
+            || Ping {
+                from: "once".into(),
+            },
+        )
+        .await;
+    clock.advance(std::time::Duration::MAX).await;
+    assert_eq!(clock.now(), chrono::DateTime::<chrono::Utc>::MAX_UTC);
+}
