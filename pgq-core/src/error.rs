@@ -35,12 +35,12 @@ pub enum Error {
     #[error("database error: {}", database_message(.0))]
     Database(#[source] sqlx::Error),
 
-    /// pgq's tables are not in the database, or not in the client's schema: it was never
-    /// migrated, or the client names another database or schema
-    /// ([`Client::with_schema`](crate::Client::with_schema)). Run
-    /// [`Client::migrate`](crate::Client::migrate) or `pgq migrate`.
+    /// pgq's tables are not in the database, or not in the client's schema, or lack what this
+    /// version of pgq uses: it was never migrated, the client names another database or schema
+    /// ([`Client::with_schema`](crate::Client::with_schema)), or a deploy's migration has not
+    /// run yet. Run [`Client::migrate`](crate::Client::migrate) or `pgq migrate`.
     #[error(
-        "pgq's schema is not in this database ({message}): run `Client::migrate` or `pgq migrate` first"
+        "pgq's schema is missing from this database, or older than this pgq ({message}): run `Client::migrate` or `pgq migrate`"
     )]
     SchemaMissing {
         /// The database's message, naming what is missing.
@@ -198,15 +198,15 @@ pub enum Error {
 }
 
 impl From<sqlx::Error> for Error {
-    /// A statement of pgq's that names a schema, table, type or function the database lacks
-    /// found no schema of pgq's: every one its statements name is its own. (SQLSTATE 42704 and
-    /// 42883 also cover unknown operators and settings, which pgq's statements do not use, so
-    /// only a missing type or function counts.)
+    /// A statement of pgq's that names a schema, table, column, type or function the database
+    /// lacks found no schema of pgq's, or an older one: every one its statements name is its
+    /// own. (SQLSTATE 42704 and 42883 also cover unknown operators and settings, which pgq's
+    /// statements do not use, so only a missing type or function counts.)
     fn from(err: sqlx::Error) -> Self {
         let missing = err
             .as_database_error()
             .filter(|db| match db.code().as_deref() {
-                Some("42P01" | "3F000") => true,
+                Some("42P01" | "3F000" | "42703") => true,
                 Some("42704") => db.message().starts_with("type "),
                 Some("42883") => db.message().starts_with("function "),
                 _ => false,

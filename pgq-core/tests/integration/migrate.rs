@@ -514,6 +514,33 @@ async fn without_pgqs_schema_calls_fail_with_schema_missing_and_a_worker_waits_f
     handle.shutdown().await.unwrap();
 }
 
+/// A schema older than the binary (a deploy whose migration has not run yet) gives
+/// `SchemaMissing` too, whatever is missing: a table, or a column of one. (A missing column was
+/// a raw database error.)
+#[tokio::test]
+async fn a_schema_older_than_the_binary_gets_schema_missing() {
+    let db = unmigrated_database().await;
+    let older = pgq_core::migrations()
+        .into_iter()
+        .filter(|migration| migration.version <= 8)
+        .collect();
+    apply_scripts(&db, older).await;
+    let client = db.client();
+    let err = client
+        .set_queue_limit("partner-api", Some(2))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::SchemaMissing { message } if message.contains("concurrency_limit")),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("older than this pgq"), "{err}");
+    assert!(matches!(
+        client.schedules().await.unwrap_err(),
+        Error::SchemaMissing { .. }
+    ));
+}
+
 #[tokio::test]
 async fn a_client_naming_a_schema_that_was_never_migrated_gets_schema_missing() {
     let db = TestDatabase::new().await;
