@@ -190,3 +190,48 @@ async fn a_bound_stops_jobs_that_keep_enqueueing_jobs() {
     let drained = Drain::new(&client).queue("forever").limit(5).run().await;
     assert_eq!(drained.len(), 5);
 }
+
+/// Hands its signal's sender to the handler, which holds it and never returns.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "endless")]
+struct Endless;
+
+type Held = std::sync::Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>>;
+
+#[async_trait]
+impl Handler for Endless {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let _held_until_dropped = ctx.state::<Held>().unwrap().lock().unwrap().take();
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+}
+
+/// A drain dropped while a handler runs (a test's timeout) stops that handler: it does not run
+/// on in the background, changing what the test reads afterwards.
+#[tokio::test]
+async fn a_dropped_drain_stops_its_running_handler() {
+    let db = TestDatabase::new().await;
+    db.client().enqueue(Endless).await.unwrap();
+    let (sender, dropped) = tokio::sync::oneshot::channel::<()>();
+    let held: Held = std::sync::Arc::new(std::sync::Mutex::new(Some(sender)));
+    let builder = pgq_core::Worker::builder(db.client())
+        .queue("endless", 1)
+        .state(held.clone());
+    let worker = builder.build().unwrap();
+    let mut drain = Box::pin(worker.drain());
+    // Polled until the handler holds the sender, then dropped.
+    tokio::select! {
+        _ = &mut drain => panic!("the drain never ends"),
+        _ = async {
+            while held.lock().unwrap().is_some() {
+                tokio::task::yield_now().await;
+            }
+        } => {}
+    }
+    drop(drain);
+    tokio::time::timeout(Duration::from_secs(10), dropped)
+        .await
+        .expect("the handler was dropped with its drain")
+        .unwrap_err();
+}

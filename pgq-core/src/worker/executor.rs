@@ -86,7 +86,11 @@ impl Executor {
                     // A drain's handler gets a task of its own: inline jobs nest (a handler's
                     // enqueue runs the jobs it enqueued, inside it), and levels polled from one
                     // task would deepen one stack until it overflowed.
-                    tokio::spawn(handler).await.unwrap_or(Err(Aborted))
+                    // Aborted if the drain is dropped meanwhile (a test's timeout): a handler
+                    // must not run on after its drain, changing what the test reads.
+                    let task = tokio::spawn(handler);
+                    let _abort_if_dropped = AbortOnDrop(task.abort_handle());
+                    task.await.unwrap_or(Err(Aborted))
                 };
                 returned(handled)
             }
@@ -106,6 +110,15 @@ impl Executor {
                 active,
             })
             .await
+    }
+}
+
+/// Aborts its task when dropped; a task that finished is left as it is.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
