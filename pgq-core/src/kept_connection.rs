@@ -34,6 +34,19 @@ pub(crate) struct Slot {
     releasing: bool,
 }
 
+impl Drop for Slot {
+    /// Outside a Tokio runtime (the last `Client` dropped after its runtime ended), a pool
+    /// connection cannot go back to its pool, which spawns a task to take it: it is closed
+    /// instead, where sqlx would panic.
+    fn drop(&mut self) {
+        if tokio::runtime::Handle::try_current().is_err()
+            && let Some(connection) = self.connection.take()
+        {
+            drop(connection.leak());
+        }
+    }
+}
+
 /// A connection for one enqueue: the kept one, or one from the pool while another enqueue
 /// uses the kept one.
 #[derive(Debug)]

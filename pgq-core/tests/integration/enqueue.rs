@@ -495,3 +495,30 @@ async fn conflicting_enqueues_at_the_serializable_level_are_run_again() {
         .unwrap();
     assert_eq!(jobs, 10, "one job a key");
 }
+
+/// A client whose enqueue kept a connection, dropped outside any runtime once its runtime has
+/// ended (a client kept past `main`'s runtime), closes that connection instead of panicking.
+#[test]
+fn a_client_dropped_after_its_runtime_ended_does_not_panic() {
+    let setup = tokio::runtime::Runtime::new().unwrap();
+    let db = setup.block_on(TestDatabase::new());
+    let application = tokio::runtime::Runtime::new().unwrap();
+    let client = application.block_on(async {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .connect_with(db.connect_options())
+            .await
+            .unwrap();
+        let client = pgq_core::Client::new(pool);
+        client
+            .enqueue(SendReceipt {
+                order_id: 1,
+                email: "a@example.com".into(),
+            })
+            .await
+            .unwrap();
+        client
+    });
+    drop(application);
+    drop(client);
+    drop(db);
+}
