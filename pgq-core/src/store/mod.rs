@@ -164,6 +164,8 @@ pub(crate) struct Store {
     /// Whether each statement runs in a transaction of its own: behind such a pooler, the
     /// messages of one unnamed statement must reach one server connection.
     pinned: bool,
+    /// Whether the pool is a worker's own, whose connections start with pgq's server limit.
+    own: bool,
 }
 
 impl Store {
@@ -174,6 +176,7 @@ impl Store {
             schema,
             prepared: true,
             pinned: false,
+            own: false,
         }
     }
 
@@ -254,6 +257,7 @@ impl Store {
     pub(crate) fn on(&self, pool: PgPool) -> Self {
         Self {
             pool,
+            own: true,
             ..self.clone()
         }
     }
@@ -301,11 +305,14 @@ impl Store {
 
     /// Waits at most the time limit for `work`, on a connection the caller holds; after an
     /// [`Error::Unresponsive`] the caller closes that connection.
-    /// A statement the server cancelled at its limit ([`Store::server_timeout`]) is reported as
-    /// the client's own would be.
+    /// A statement the server cancelled at pgq's limit ([`Store::server_timeout`], set on a
+    /// worker's own connections and in each transaction behind a pooler) is reported as the
+    /// client's own would be; one cancelled at a limit of the application's (its role's or its
+    /// pool's `statement_timeout`) stays the database's error.
     pub(crate) async fn bound<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        let limited = self.server_timeout().is_some() && (self.own || self.pinned);
         match tokio::time::timeout(self.timeout, work).await {
-            Ok(Err(err)) if self.server_timeout().is_some() && err.is_statement_timeout() => {
+            Ok(Err(err)) if limited && err.is_statement_timeout() => {
                 Err(Error::Unresponsive(self.timeout))
             }
             Ok(result) => result,

@@ -132,3 +132,40 @@ async fn a_statement_limit_longer_than_the_servers_still_runs_jobs() {
         handle.shutdown().await.unwrap();
     }
 }
+
+/// A statement of pgq's cancelled at the application's own `statement_timeout` (its pool's
+/// setting) is the database's error, with PostgreSQL's code, not `Error::Unresponsive` naming
+/// pgq's limit, and the connection is not closed for it.
+#[tokio::test]
+async fn the_applications_own_statement_timeout_is_the_databases_error() {
+    let db = TestDatabase::new().await;
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .after_connect(|conn, _meta| {
+            Box::pin(async move {
+                conn.execute("SET statement_timeout = 200").await?;
+                Ok(())
+            })
+        })
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let client = Client::new(pool);
+    client.pause_queue("held").await.unwrap();
+    // The queue's row, locked elsewhere: the next pause waits for it past 200 ms.
+    let mut holder = db.pool().begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM pgq.queues WHERE name = 'held' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let err = client.pause_queue("held").await.unwrap_err();
+    let code = match &err {
+        pgq_core::Error::Database(db_err) => db_err
+            .as_database_error()
+            .and_then(|e| e.code())
+            .map(|code| code.into_owned()),
+        _ => None,
+    };
+    assert_eq!(code.as_deref(), Some("57014"), "{err:?}");
+    holder.rollback().await.unwrap();
+}
