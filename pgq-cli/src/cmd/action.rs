@@ -169,39 +169,59 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
 /// Jobs an action changes between two progress lines on a terminal.
 const PROGRESS_EVERY: usize = 1_000;
 
-/// The jobs of `ids` (sorted) for the action: as ids, or, for jobs a filter found, as the filter
-/// over their range of ids, so that a job that left the filter's statuses since it was listed
-/// (claimed by a worker while the question was read) is skipped, not overwritten.
-fn selection(ids: &[JobId], filter: Option<&JobFilter>) -> JobSelection {
-    match (filter, ids.first(), ids.last()) {
-        (Some(filter), Some(&first), Some(&last)) => filter.clone().ids(first..=last).into(),
-        _ => ids.to_vec().into(),
+/// The jobs of `ids` (sorted), a selection at a time with how many jobs it names: batches of ids,
+/// or, for jobs a filter found, the filter over each run of consecutive listed ids, so that a job
+/// that left the filter's statuses since it was listed (claimed by a worker while the question
+/// was read) is skipped, not overwritten, and no job outside the list is touched.
+fn selections(ids: &[JobId], filter: Option<&JobFilter>) -> Vec<(usize, JobSelection)> {
+    let Some(filter) = filter else {
+        return ids
+            .chunks(PROGRESS_EVERY)
+            .map(|batch| (batch.len(), batch.to_vec().into()))
+            .collect();
+    };
+    let mut runs: Vec<(JobId, JobId, usize)> = Vec::new();
+    for &id in ids {
+        match runs.last_mut() {
+            Some((_, last, len)) if last.get().checked_add(1) == Some(id.get()) => {
+                *last = id;
+                *len += 1;
+            }
+            _ => runs.push((id, id, 1)),
+        }
     }
+    runs.into_iter()
+        .map(|(first, last, len)| (len, filter.clone().ids(first..=last).into()))
+        .collect()
 }
 
-/// Applies the action; on a terminal, a batch at a time with how far it got on stderr, so that
-/// a long action shows it is moving. Elsewhere (a script, a pipe) in one call and silently.
+/// Applies the action; on a terminal, with how far it got on stderr every thousand jobs or so,
+/// so that a long action shows it is moving.
 async fn apply_showing_progress(
     client: &Client,
     verb: Verb,
     ids: &[JobId],
     filter: Option<&JobFilter>,
 ) -> Result<ActionReport, Failure> {
-    if ids.len() <= PROGRESS_EVERY || !std::io::stderr().is_terminal() {
-        return Ok(verb.apply(client, selection(ids, filter)).await?);
-    }
+    let show = ids.len() > PROGRESS_EVERY && std::io::stderr().is_terminal();
     let total = ids.len();
+    let (mut seen, mut shown) = (0, 0);
     let mut report = ActionReport::default();
-    for (n, batch) in ids.chunks(PROGRESS_EVERY).enumerate() {
-        let done = verb.apply(client, selection(batch, filter)).await?;
+    for (len, selection) in selections(ids, filter) {
+        let done = verb.apply(client, selection).await?;
         report.changed.extend(done.changed);
         report.requested.extend(done.requested);
         report.skipped.extend(done.skipped);
-        let seen = (n * PROGRESS_EVERY + batch.len()).min(total);
-        let line = format!("\r{}: {seen}/{total} jobs", verb.name());
-        std::io::stderr().lock().write_all(line.as_bytes())?;
+        seen += len;
+        if show && (seen - shown >= PROGRESS_EVERY || seen == total) {
+            shown = seen;
+            let line = format!("\r{}: {seen}/{total} jobs", verb.name());
+            std::io::stderr().lock().write_all(line.as_bytes())?;
+        }
     }
-    std::io::stderr().lock().write_all(b"\n")?;
+    if show {
+        std::io::stderr().lock().write_all(b"\n")?;
+    }
     Ok(report)
 }
 
@@ -392,12 +412,13 @@ mod tests {
     use super::{Verb, apply_showing_progress, left_since_listed};
 
     /// A job listed by a filter, then claimed by a worker while the question was read, is
-    /// skipped by the action (a forced delete of pending jobs), not overwritten, and reported.
+    /// skipped by the action (a forced delete of pending jobs), not overwritten, and reported;
+    /// a job that came into the filter meanwhile, never listed, is left alone.
     #[tokio::test]
     async fn a_job_that_left_the_filter_since_it_was_listed_is_skipped() {
         let db = TestDatabase::new().await;
         let mut ids = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..4 {
             let id: i64 = sqlx::query_scalar(
                 "INSERT INTO pgq.jobs (task, queue, payload) VALUES ('T', 'q', '{}') RETURNING id",
             )
@@ -415,21 +436,23 @@ mod tests {
         .execute(db.pool())
         .await
         .unwrap();
+        let listed = [ids[0], ids[1], ids[3]];
         let client = db.client();
         let pending = JobFilter::new().status(JobStatus::Pending);
         let verb = Verb::Delete { force: true };
-        let mut report = apply_showing_progress(&client, verb, &ids, Some(&pending))
+        let mut report = apply_showing_progress(&client, verb, &listed, Some(&pending))
             .await
             .unwrap();
         report
             .skipped
-            .extend(left_since_listed(&client, &ids, &report).await.unwrap());
+            .extend(left_since_listed(&client, &listed, &report).await.unwrap());
         report.changed.sort();
-        assert_eq!(report.changed, vec![ids[0], ids[2]]);
+        assert_eq!(report.changed, vec![ids[0], ids[3]]);
         assert_eq!(
             report.skipped,
             vec![(ids[1], SkipReason::State(JobStatus::Running))]
         );
         assert!(client.job(ids[1]).await.unwrap().is_some());
+        assert!(client.job(ids[2]).await.unwrap().is_some(), "never listed");
     }
 }
