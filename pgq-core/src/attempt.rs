@@ -69,8 +69,9 @@ pub(crate) struct AttemptState {
     /// Completed in the handler's transaction (`ctx.complete_in`), which holds the job's row until
     /// it ends: writes of the worker's would wait for it.
     completed_in_tx: AtomicBool,
-    /// The id of that transaction, to tell later whether it rolled back.
-    completing_xact: Mutex<Option<String>>,
+    /// The id of that transaction, to tell later whether it rolled back, and whether it was
+    /// seen committed (then nothing is left to ask).
+    completing_xact: Mutex<Option<(String, bool)>>,
     /// Released by a shutdown that could not wait for the handler: whatever the handler
     /// returns later is neither written nor reported.
     abandoned: AtomicBool,
@@ -237,7 +238,7 @@ impl AttemptState {
         if let Some(xact) = xact
             && let Ok(mut completing) = self.completing_xact.lock()
         {
-            *completing = Some(xact);
+            *completing = Some((xact, false));
         }
         self.completed_in_tx.store(true, Ordering::SeqCst);
     }
@@ -258,19 +259,34 @@ impl AttemptState {
     /// that transaction rolled back (then the mark goes). While it is open, or once it
     /// committed, a write would wait for it or find the job finished.
     pub(crate) async fn writable(&self, store: &store::Store) -> bool {
+        use store::attempt::XactStatus;
         if !self.completed_in_tx() {
             return true;
         }
-        let xact = self.completing_xact.lock().ok().and_then(|x| x.clone());
-        let Some(xact) = xact else {
+        let xact = match self.completing_xact.lock().ok().and_then(|x| x.clone()) {
+            Some((xact, false)) => xact,
+            _ => return false,
+        };
+        let status = store::attempt::xact_status(store, &xact).await;
+        let Ok(mut completing) = self.completing_xact.lock() else {
             return false;
         };
-        match store::attempt::xact_aborted(store, &xact).await {
-            Ok(true) => {
-                self.unmark_completed_in_tx();
+        // Only if it is still that transaction's mark: the handler may have completed again, in
+        // another transaction, meanwhile.
+        let Some((_, committed)) = completing.as_mut().filter(|(x, _)| *x == xact) else {
+            return false;
+        };
+        match status {
+            Ok(XactStatus::Aborted) => {
+                *completing = None;
+                self.completed_in_tx.store(false, Ordering::SeqCst);
                 true
             }
-            Ok(false) => false,
+            Ok(XactStatus::Committed) => {
+                *committed = true;
+                false
+            }
+            Ok(XactStatus::Open) => false,
             Err(err) => {
                 tracing::warn!(job = %self.id, error = %err, "could not tell whether the handler's transaction rolled back");
                 false
@@ -342,9 +358,11 @@ impl AttemptState {
         };
         if !self.writable(client.store()).await {
             // The handler's transaction holds the job's row until it ends, and completes it
-            // with its progress: a write of ours would wait for that transaction.
+            // with its progress: a write of ours would wait for that transaction. The throttle
+            // holds the next look to one a second.
             if let Ok(mut progress) = self.progress.lock() {
                 progress.flush_scheduled = false;
+                progress.last_write = Some(Instant::now());
             }
             return;
         }

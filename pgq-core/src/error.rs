@@ -206,7 +206,9 @@ impl From<sqlx::Error> for Error {
         let missing = err
             .as_database_error()
             .filter(|db| match db.code().as_deref() {
-                Some("42P01" | "3F000" | "42703") => true,
+                Some("42P01" | "3F000") => true,
+                // Not a trigger's of the application's: `record "new" has no field ...`.
+                Some("42703") => db.message().starts_with("column "),
                 Some("42704") => db.message().starts_with("type "),
                 Some("42883") => db.message().starts_with("function "),
                 _ => false,

@@ -36,13 +36,14 @@ pub(crate) struct Slot {
 
 impl Drop for Slot {
     /// Outside a Tokio runtime (the last `Client` dropped after its runtime ended), a pool
-    /// connection cannot go back to its pool, which spawns a task to take it: it is closed
-    /// instead, where sqlx would panic.
+    /// connection cannot go back to its pool, nor leave it, without a task sqlx spawns and would
+    /// panic for: it is forgotten instead, its socket left to the process's end (which such a
+    /// drop usually is), the pool's count to the pool's own end.
     fn drop(&mut self) {
         if tokio::runtime::Handle::try_current().is_err()
             && let Some(connection) = self.connection.take()
         {
-            drop(connection.leak());
+            std::mem::forget(connection);
         }
     }
 }

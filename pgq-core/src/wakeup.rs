@@ -116,6 +116,10 @@ impl Wakeups {
         }
     }
 
+    pub(crate) fn window(&self) -> Duration {
+        self.window
+    }
+
     /// Decides how this enqueue wakes workers; hold the result until the insert has returned.
     pub(crate) fn enqueue(self: &Arc<Self>, store: &Store, queue: &str) -> Wakeup {
         let now = Instant::now();

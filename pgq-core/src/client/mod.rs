@@ -171,8 +171,9 @@ impl Client {
     /// ```
     pub fn with_schema(mut self, schema: &str) -> Result<Self> {
         self.store = self.store.clone().with_schema(Schema::new(schema)?);
-        // Another schema's watches listen on another channel.
+        // Another schema's watches listen, and its workers are woken, on other channels.
         self.watchers = Arc::default();
+        self.wakeups = Arc::new(Wakeups::new(self.wakeups.window()));
         Ok(self)
     }
 

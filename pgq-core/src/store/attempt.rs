@@ -108,18 +108,30 @@ pub(crate) async fn complete_in(
     Ok(CompletedIn { held, xact })
 }
 
-const XACT_ABORTED: &str = "SELECT pg_xact_status($1::xid8) = 'aborted'";
+const XACT_STATUS: &str = "SELECT pg_xact_status($1::xid8)";
 
-/// Whether the transaction `xact` (from [`CompletedIn`]) rolled back. Neither a transaction still
-/// open nor one too old to tell counts.
-pub(crate) async fn xact_aborted(store: &Store, xact: &str) -> Result<bool> {
+/// What became of a transaction that completed a job in the handler's transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum XactStatus {
+    /// Still open (or too old to tell).
+    Open,
+    Committed,
+    Aborted,
+}
+
+/// What became of the transaction `xact` (from [`CompletedIn`]).
+pub(crate) async fn xact_status(store: &Store, xact: &str) -> Result<XactStatus> {
     run!(store, |conn| async {
-        let aborted: Option<bool> = sqlx::query_scalar(store.sql(XACT_ABORTED))
+        let status: Option<String> = sqlx::query_scalar(store.sql(XACT_STATUS))
             .persistent(store.prepared())
             .bind(xact)
             .fetch_one(conn)
             .await?;
-        Ok(aborted.unwrap_or(false))
+        Ok(match status.as_deref() {
+            Some("committed") => XactStatus::Committed,
+            Some("aborted") => XactStatus::Aborted,
+            _ => XactStatus::Open,
+        })
     })
 }
 
@@ -364,7 +376,7 @@ mod tests {
             super::COMPLETE,
             super::COMPLETE_DELETING,
             super::COMPLETE_IN,
-            super::XACT_ABORTED,
+            super::XACT_STATUS,
             super::IS_COMPLETED,
             super::DELETE_COMPLETED,
             super::CANCELLED,

@@ -199,10 +199,7 @@ pub(crate) async fn supervise(
         interval: settings_interval,
         check_now: pause_changed,
         worker_id: config.worker_id.clone(),
-        seats_lease: queue_settings::seats_lease(
-            config.heartbeat_interval * MISSED_HEARTBEATS,
-            settings_interval,
-        ),
+        seats_lease: queue_settings::seats_lease(registration_life(config), settings_interval),
         stopping: runtime.stopping.clone(),
     };
     // It renews the seats of limited queues: through the grace period too.
@@ -260,11 +257,11 @@ pub(crate) async fn supervise(
     // The application's runtime shut down without a `shutdown` (a test that panicked, a runtime
     // dropped): its dispatchers and handlers went with it, and so does the worker, giving back
     // what they held instead of renewing it for as long as the process lives.
-    let runtime_gone = handlers.spawn(std::future::pending::<()>());
+    let mut runtime_gone = handlers.spawn(std::future::pending::<()>());
     let mut stopping = runtime.stopping.clone();
     tokio::select! {
-        _ = stopping.wait_for(|stop| *stop) => {}
-        _ = runtime_gone => {
+        _ = stopping.wait_for(|stop| *stop) => runtime_gone.abort(),
+        _ = &mut runtime_gone => {
             tracing::warn!("the runtime the worker was started on shut down; the worker stops");
             stop.send_replace(true);
         }
@@ -342,6 +339,13 @@ pub(crate) async fn supervise(
     let _ = tokio::time::timeout(RELEASE_TIME, runtime.close_pools()).await;
 }
 
+/// How long a registration lives after each heartbeat, and a worker's seats of limited queues
+/// with it. A heartbeat may wait a second for its statement however short its interval: four
+/// gaps of that long are the least.
+fn registration_life(config: &WorkerConfig) -> Duration {
+    config.heartbeat_interval.max(HEARTBEAT_TIMEOUT_FLOOR) * MISSED_HEARTBEATS
+}
+
 /// What the worker registers: its id, host, process, queues, and how long it counts as alive
 /// after each heartbeat.
 fn registration(config: &WorkerConfig) -> Registration {
@@ -350,9 +354,7 @@ fn registration(config: &WorkerConfig) -> Registration {
         .iter()
         .map(|(name, &concurrency)| (name.clone(), concurrency.into()))
         .collect();
-    // A heartbeat may wait a second for its statement however short its interval: four gaps of
-    // that long are the least a registration lives.
-    let alive_for = config.heartbeat_interval.max(HEARTBEAT_TIMEOUT_FLOOR) * MISSED_HEARTBEATS;
+    let alive_for = registration_life(config);
     Registration {
         id: config.worker_id.clone(),
         host: builder::host_name(),

@@ -504,7 +504,9 @@ fn a_client_dropped_after_its_runtime_ended_does_not_panic() {
     let db = setup.block_on(TestDatabase::new());
     let application = tokio::runtime::Runtime::new().unwrap();
     let client = application.block_on(async {
+        // A pool that keeps a connection open: sqlx spawns a task even to let one go.
         let pool = sqlx::postgres::PgPoolOptions::new()
+            .min_connections(1)
             .connect_with(db.connect_options())
             .await
             .unwrap();

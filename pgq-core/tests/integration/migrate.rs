@@ -541,6 +541,24 @@ async fn a_schema_older_than_the_binary_gets_schema_missing() {
     ));
 }
 
+/// A trigger of the application's on pgq's table that names a field the row lacks is the
+/// application's error, not a schema pgq lacks.
+#[tokio::test]
+async fn an_applications_trigger_naming_a_missing_field_is_not_schema_missing() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION public.tenant_of() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE NOTICE '%', NEW.tenant; RETURN NEW; END $$;
+         CREATE TRIGGER tenant_of BEFORE INSERT ON pgq.jobs
+             FOR EACH ROW EXECUTE FUNCTION public.tenant_of();",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let err = db.client().enqueue(BeforeMigrate).await.unwrap_err();
+    assert!(matches!(err, Error::Database(_)), "{err:?}");
+}
+
 #[tokio::test]
 async fn a_client_naming_a_schema_that_was_never_migrated_gets_schema_missing() {
     let db = TestDatabase::new().await;

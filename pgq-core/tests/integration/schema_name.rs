@@ -134,3 +134,29 @@ async fn a_schema_name_that_would_need_quoting_is_refused() {
     let ok: Client = db.client().with_schema("app_jobs_2").unwrap();
     ok.migrate().await.unwrap();
 }
+
+/// A client moved to another schema wakes that schema's workers on its own channel, whatever
+/// the client it was cloned from just did. (The two shared one wake-up window per queue name: an
+/// enqueue in the other schema within it was left to a trailing notification sent on the first
+/// schema's channel, and its workers found the job only when they polled.)
+#[tokio::test]
+async fn a_client_in_another_schema_wakes_that_schemas_workers_at_once() {
+    let db = TestDatabase::new().await;
+    let first = db
+        .client()
+        .with_wakeup_window(std::time::Duration::from_secs(3600));
+    let other = first.clone().with_schema("other_jobs").unwrap();
+    other.migrate().await.unwrap();
+    let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
+        .await
+        .unwrap();
+    listener.listen("other_jobs_insert").await.unwrap();
+
+    first.enqueue(InItsSchema { n: 1 }).await.unwrap();
+    other.enqueue(InItsSchema { n: 1 }).await.unwrap();
+    let heard = tokio::time::timeout(support::LIMIT, listener.recv())
+        .await
+        .expect("the other schema's workers are woken")
+        .unwrap();
+    assert_eq!(heard.payload(), "shared-name");
+}
