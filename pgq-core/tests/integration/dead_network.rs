@@ -36,13 +36,18 @@ impl Handler for AcrossTheSplit {
 
 /// A pool whose every connection goes through a proxy the test can silence.
 async fn through_a_proxy(db: &TestDatabase) -> (TcpProxy, sqlx::PgPool) {
+    through_a_proxy_of(db, 5).await
+}
+
+/// [`through_a_proxy`], with a pool of `connections`.
+async fn through_a_proxy_of(db: &TestDatabase, connections: u32) -> (TcpProxy, sqlx::PgPool) {
     let server = db.connect_options();
     let upstream = format!("{}:{}", server.get_host(), server.get_port())
         .parse()
         .expect("a socket address");
     let proxy = TcpProxy::new(upstream).await;
     let pool = PgPoolOptions::new()
-        .max_connections(5)
+        .max_connections(connections)
         .test_before_acquire(false)
         .connect_with(proxy.connect_options(&server))
         .await
@@ -358,17 +363,7 @@ async fn watch_connections(db: &TestDatabase) -> (i64, i64) {
 #[tokio::test]
 async fn the_watch_listener_listens_again_and_holds_nothing_of_the_pool() {
     let db = TestDatabase::new().await;
-    let server = db.connect_options();
-    let upstream = format!("{}:{}", server.get_host(), server.get_port())
-        .parse()
-        .expect("a socket address");
-    let proxy = TcpProxy::new(upstream).await;
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .test_before_acquire(false)
-        .connect_with(proxy.connect_options(&server))
-        .await
-        .unwrap();
+    let (proxy, pool) = through_a_proxy_of(&db, 1).await;
     let client = Client::new(pool).with_statement_timeout(Duration::from_secs(2));
     let id = client
         .enqueue(AcrossTheSplit { gated: false })
