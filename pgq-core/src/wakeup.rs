@@ -11,6 +11,13 @@
 //! those that come later join the next window's. Waiting for every deferred enqueue would, under
 //! a steady load of overlapping enqueues, never notify at all, and idle workers would find the
 //! jobs only when they poll.
+//!
+//! A statement of its own for the trailing notification costs a steady loop of enqueues a round
+//! trip every window. So the trailing notification waits half a window more, and the first
+//! enqueue after the window closed, if every deferred enqueue has returned by then, notifies in
+//! its own statement and carries it: that enqueue opens the next window, and the trailing
+//! notification is sent only if its statement did not notify (an error, a duplicate of a unique
+//! key, a job not yet due).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,11 +56,18 @@ struct QueueWakeup {
     open: usize,
     /// The same, of the closed window, whose notification waits for them.
     closed: usize,
+    /// Whether an enqueue deferred its notification since the last one that covers it.
+    owed: bool,
+    /// Whether an enqueue carrying the trailing notification has not returned yet.
+    carrying: bool,
+    /// When the last enqueue that carried the trailing notification began, once it notified.
+    carried_at: Option<Instant>,
 }
 
 impl QueueWakeup {
     fn idle(&self, now: Instant, window: Duration) -> bool {
         !self.trailing
+            && !self.carrying
             && self.open == 0
             && self.closed == 0
             && self
@@ -71,13 +85,51 @@ const KEPT_QUEUES: usize = 256;
 pub(crate) enum Wakeup {
     /// Its own statement notifies.
     Leading,
+    /// Its own statement notifies, and covers the enqueues deferred before it began, which the
+    /// trailing notification then leaves out: report whether it notified.
+    Carrying(Carrier),
     /// The trailing notification covers it once this guard is dropped (its insert returned).
     Deferred { _until_returned: DeferredGuard },
 }
 
 impl Wakeup {
     pub(crate) fn notifies(&self) -> bool {
-        matches!(self, Wakeup::Leading)
+        !matches!(self, Wakeup::Deferred { .. })
+    }
+
+    /// Once the insert returned: whether its statement notified.
+    pub(crate) fn returned(self, notified: bool) {
+        if let Wakeup::Carrying(mut carrier) = self {
+            carrier.notified = notified;
+        }
+    }
+}
+
+/// An enqueue carrying the trailing notification. Dropped without having notified (its insert
+/// failed or was cancelled, or it notified nobody), it hands the notification back.
+#[derive(Debug)]
+pub(crate) struct Carrier {
+    wakeups: Arc<Wakeups>,
+    queue: String,
+    began: Instant,
+    /// Whether a notification was owed when it began.
+    took_owed: bool,
+    notified: bool,
+}
+
+impl Drop for Carrier {
+    fn drop(&mut self) {
+        if let Ok(mut queues) = self.wakeups.queues.lock()
+            && let Some(state) = queues.get_mut(&self.queue)
+        {
+            state.carrying = false;
+            if self.notified {
+                state.carried_at = Some(self.began);
+            } else if self.took_owed {
+                state.owed = true;
+            }
+        }
+        self.wakeups.settled.notify_waiters();
     }
 }
 
@@ -137,10 +189,24 @@ impl Wakeups {
             state.last = Some(now);
             return Wakeup::Leading;
         }
+        if !window_open && !state.carrying && state.open == 0 && state.closed == 0 {
+            // Every deferred enqueue has returned: this one's notification comes after them.
+            state.last = Some(now);
+            state.carrying = true;
+            let took_owed = std::mem::take(&mut state.owed);
+            return Wakeup::Carrying(Carrier {
+                wakeups: self.clone(),
+                queue: queue.to_owned(),
+                began: now,
+                took_owed,
+                notified: false,
+            });
+        }
         state.open += 1;
+        state.owed = true;
         if !state.trailing {
             state.trailing = true;
-            let fire_at = state.last.map_or(now, |last| last + self.window);
+            let fire_at = state.last.map_or(now, |last| self.trailing_due(last));
             let (wakeups, store, queue) = (self.clone(), store.clone(), queue.to_owned());
             tokio::spawn(async move { wakeups.trailing(fire_at, &store, &queue).await });
         }
@@ -154,23 +220,40 @@ impl Wakeups {
     }
 
     /// At the end of each window with deferred enqueues, once those have returned, notifies
-    /// once; enqueues deferred meanwhile wait for the next window's notification.
+    /// once, unless an enqueue that began after they returned carried the notification; enqueues
+    /// deferred meanwhile wait for the next window's notification.
     async fn trailing(&self, mut fire_at: Instant, store: &Store, queue: &str) {
         loop {
             tokio::time::sleep_until(fire_at).await;
-            self.close_window(queue);
-            loop {
-                let settled = self.settled.notified();
-                let pending = self
-                    .queues
-                    .lock()
-                    .map(|queues| queues.get(queue).map_or(0, |q| q.closed))
-                    .unwrap_or(0);
-                if pending == 0 {
-                    break;
+            self.until(queue, |state| !state.carrying).await;
+            {
+                let Ok(mut queues) = self.queues.lock() else {
+                    return;
+                };
+                let Some(state) = queues.get_mut(queue) else {
+                    return;
+                };
+                let now = Instant::now();
+                if let Some(carried_at) = state.carried_at.take()
+                    && self.trailing_due(carried_at) > now
+                {
+                    // The window it opened has not closed yet.
+                    fire_at = self.trailing_due(carried_at);
+                    continue;
                 }
-                settled.await;
+                if !state.owed {
+                    state.trailing = false;
+                    self.settled.notify_waiters();
+                    return;
+                }
+                // The queue's deferred enqueues so far are the closed window's; later ones open
+                // another.
+                state.window += 1;
+                state.closed += state.open;
+                state.open = 0;
+                state.owed = false;
             }
+            self.until(queue, |state| state.closed == 0).await;
             if let Err(err) = store::enqueue::notify(store, queue).await {
                 // Workers still poll: this costs latency, never a job.
                 tracing::warn!(queue, error = %err, "could not notify workers");
@@ -183,22 +266,34 @@ impl Wakeups {
             };
             let now = Instant::now();
             state.last = Some(now);
-            if state.open == 0 {
+            if !state.owed && !state.carrying {
                 state.trailing = false;
+                self.settled.notify_waiters();
                 return;
             }
-            fire_at = now + self.window;
+            fire_at = self.trailing_due(now);
         }
     }
 
-    /// The queue's deferred enqueues so far are the closed window's; later ones open another.
-    fn close_window(&self, queue: &str) {
-        if let Ok(mut queues) = self.queues.lock()
-            && let Some(state) = queues.get_mut(queue)
-        {
-            state.window += 1;
-            state.closed += state.open;
-            state.open = 0;
+    /// When the trailing notification of a window opened at `opened` is sent: half a window
+    /// after it closed, time for the first enqueue after it to carry the notification instead.
+    fn trailing_due(&self, opened: Instant) -> Instant {
+        opened + self.window + self.window / 2
+    }
+
+    /// Waits until the queue's wake-up state meets `condition` (or is gone).
+    async fn until(&self, queue: &str, condition: impl Fn(&QueueWakeup) -> bool) {
+        loop {
+            let settled = self.settled.notified();
+            let met = self
+                .queues
+                .lock()
+                .map(|queues| queues.get(queue).is_none_or(&condition))
+                .unwrap_or(true);
+            if met {
+                return;
+            }
+            settled.await;
         }
     }
 }
@@ -208,7 +303,10 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use super::{KEPT_QUEUES, Wakeups};
+    use sqlx::postgres::PgListener;
+    use tokio::time::Instant;
+
+    use super::{KEPT_QUEUES, Wakeup, Wakeups};
     use crate::schema::Schema;
     use crate::store::Store;
 
@@ -229,5 +327,51 @@ mod tests {
         }
         let kept = wakeups.queues.lock().unwrap().len();
         assert!(kept <= KEPT_QUEUES + 1, "{kept} queues kept");
+    }
+
+    /// The first enqueue after a window closed, once the window's deferred enqueues returned,
+    /// carries the trailing notification: none goes out in a statement of its own. When that
+    /// enqueue notifies nobody (a duplicate, a failed insert), the trailing notification does.
+    #[tokio::test]
+    async fn the_first_enqueue_after_a_window_carries_its_trailing_notification() {
+        for carrier_notified in [true, false] {
+            let db = pgq_testkit::TestDatabase::new().await;
+            let store = Store::new(db.pool().clone(), Duration::from_secs(5), Schema::default());
+            let mut listener = PgListener::connect_with(db.pool()).await.unwrap();
+            listener.listen("pgq_insert").await.unwrap();
+            let window = Duration::from_millis(400);
+            let wakeups = Arc::new(Wakeups::new(window));
+
+            // No insert runs here, so every notification heard is a trailing one.
+            let opened = Instant::now();
+            let leading = wakeups.enqueue(&store, "q");
+            assert!(matches!(leading, Wakeup::Leading));
+            leading.returned(true);
+            let deferred = wakeups.enqueue(&store, "q");
+            assert!(!deferred.notifies());
+            deferred.returned(false);
+            // The window has closed; its trailing notification is due half a window later.
+            tokio::time::sleep_until(opened + window + window / 8).await;
+            let carrier = wakeups.enqueue(&store, "q");
+            assert!(matches!(carrier, Wakeup::Carrying(_)));
+            carrier.returned(carrier_notified);
+            wakeups
+                .until("q", |state| !state.trailing)
+                .await;
+
+            sqlx::query("SELECT pg_notify('pgq_insert', 'marker')")
+                .execute(db.pool())
+                .await
+                .unwrap();
+            let mut trailing = 0;
+            while listener.recv().await.unwrap().payload() != "marker" {
+                trailing += 1;
+            }
+            let expected = if carrier_notified { 0 } else { 1 };
+            assert_eq!(
+                trailing, expected,
+                "trailing notifications after a carrier that notified: {carrier_notified}"
+            );
+        }
     }
 }

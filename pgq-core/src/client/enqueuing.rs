@@ -72,9 +72,10 @@ impl Client {
                 }
             };
             match inserted {
-                Ok(enqueued) => {
+                Ok(inserted) => {
                     conn.keep(self.store.pool());
-                    Ok(enqueued)
+                    wakeup.returned(inserted.notified);
+                    Ok(inserted.enqueued)
                 }
                 Err(err) => {
                     conn.discard_if_spoiled(&err);
@@ -131,7 +132,8 @@ impl Client {
         let enqueued =
             store::enqueue::insert_one(&self.store, conn, &template, &task, options.replace, true)
                 .instrument(template.span(1))
-                .await?;
+                .await?
+                .enqueued;
         template.count(&[enqueued]);
         Ok(enqueued)
     }

@@ -37,7 +37,7 @@ macro_rules! insert_one {
             "
             RETURNING id, xmax = 0 AS inserted,
                       CASE WHEN $9 AND run_at <= clock_timestamp()
-                           THEN pg_notify('pgq_insert', queue) END AS notified"
+                           THEN pg_notify('pgq_insert', queue) IS NOT NULL END AS notified"
         )
     };
 }
@@ -68,7 +68,7 @@ macro_rules! replace_one {
     WHERE job.task = $1 AND job.unique_key = $6 AND job.phase < 2 AND job.status = 'pending'
     RETURNING job.id, false AS inserted,
               CASE WHEN $9 AND job.run_at <= clock_timestamp()
-                   THEN pg_notify('pgq_insert', job.queue) END AS notified
+                   THEN pg_notify('pgq_insert', job.queue) IS NOT NULL END AS notified
 ),
 inserted AS (
     INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, run_at, unique_key",
@@ -82,7 +82,7 @@ inserted AS (
     ON CONFLICT (task, unique_key) WHERE unique_key IS NOT NULL AND phase < 2 DO NOTHING
     RETURNING id, true AS inserted,
               CASE WHEN $9 AND run_at <= clock_timestamp()
-                   THEN pg_notify('pgq_insert', queue) END AS notified
+                   THEN pg_notify('pgq_insert', queue) IS NOT NULL END AS notified
 )
 SELECT id, inserted, notified FROM replaced
 UNION ALL
@@ -134,6 +134,13 @@ const REPLACE_ONE_CONCURRENCY: &str = replace_one!(
 const FIND_ACTIVE: &str = "SELECT id, status = 'pending' AS pending FROM pgq.jobs
     WHERE task = $1 AND unique_key = $2 AND phase < 2";
 
+/// One enqueue's outcome, and whether its statement notified idle workers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InsertedOne {
+    pub(crate) enqueued: Enqueued,
+    pub(crate) notified: bool,
+}
+
 /// Inserts one job, or finds the active job holding its unique key. `notify`: whether the
 /// statement itself wakes idle workers (when due now).
 pub(crate) async fn insert_one(
@@ -143,7 +150,7 @@ pub(crate) async fn insert_one(
     task: &PreparedTask,
     replace: bool,
     notify: bool,
-) -> Result<Enqueued> {
+) -> Result<InsertedOne> {
     let payload = task.payload.as_str();
     let unique_key = task.unique_key.as_deref();
     let concurrency = task.concurrency.as_ref();
@@ -186,11 +193,13 @@ pub(crate) async fn insert_one(
         let row = query.fetch_optional(&mut *conn).await?;
         if let Some(row) = row {
             let id = JobId::from(row.try_get::<i64, _>("id")?);
-            return Ok(if row.try_get("inserted")? {
+            let enqueued = if row.try_get("inserted")? {
                 Enqueued::Inserted(id)
             } else {
                 Enqueued::Replaced(id)
-            });
+            };
+            let notified = row.try_get::<Option<bool>, _>("notified")?.unwrap_or(false);
+            return Ok(InsertedOne { enqueued, notified });
         }
         let Some(key) = unique_key else {
             // DO NOTHING only skips on a unique-key conflict.
@@ -200,7 +209,12 @@ pub(crate) async fn insert_one(
             // A replace meets a holder inserted, or put back to pending, since its update
             // looked: the next round's update changes it.
             Some((_, true)) if replace => {}
-            Some((id, _)) => return Ok(Enqueued::Duplicate(id)),
+            Some((id, _)) => {
+                return Ok(InsertedOne {
+                    enqueued: Enqueued::Duplicate(id),
+                    notified: false,
+                });
+            }
             None => {}
         }
     }

@@ -109,7 +109,9 @@ pub(crate) async fn advance(
         let mut ids = Vec::with_capacity(jobs.len());
         for job in jobs {
             let enqueued =
-                enqueue::insert_one(store, &mut tx, &job.template, &job.task, false, true).await?;
+                enqueue::insert_one(store, &mut tx, &job.template, &job.task, false, true)
+                    .await?
+                    .enqueued;
             if let Enqueued::Inserted(id) = enqueued {
                 ids.push(id);
             }
