@@ -355,9 +355,7 @@ mod tests {
             let carrier = wakeups.enqueue(&store, "q");
             assert!(matches!(carrier, Wakeup::Carrying(_)));
             carrier.returned(carrier_notified);
-            wakeups
-                .until("q", |state| !state.trailing)
-                .await;
+            wakeups.until("q", |state| !state.trailing).await;
 
             sqlx::query("SELECT pg_notify('pgq_insert', 'marker')")
                 .execute(db.pool())
