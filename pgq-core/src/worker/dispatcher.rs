@@ -159,7 +159,17 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
                 // What returned meanwhile goes with this tick.
                 ready.extend(d.dispatch.executor.completer.take_ready(&d.queue.name));
             }
-            in_flight.push(d.send_tick(std::mem::take(&mut ready), stop));
+            let idle = in_flight.is_empty() && d.queue.active() == 0 && ready.is_empty();
+            let tick = d.tick(std::mem::take(&mut ready), stop);
+            if idle && !stop {
+                // An idle worker's claim (woken by a notification, or polling): nothing else
+                // can be in flight or come back meanwhile, so it runs here rather than in a task
+                // of its own, two task hand-offs less on the wake-up.
+                let sent = tick.await;
+                d.apply(sent);
+            } else {
+                in_flight.push(tokio::spawn(tick));
+            }
             continue;
         }
         if stop && in_flight.is_empty() && d.queue.active() == 0 {
@@ -281,8 +291,12 @@ impl Dispatcher {
         }
     }
 
-    /// Sends a tick with everything there is to write, and a claim if slots want one.
-    fn send_tick(&mut self, completions: Vec<Success>, stop: bool) -> JoinHandle<Sent> {
+    /// A tick with everything there is to write, and a claim if slots want one.
+    fn tick(
+        &mut self,
+        completions: Vec<Success>,
+        stop: bool,
+    ) -> impl Future<Output = Sent> + Send + 'static {
         self.pacing.returned(self.queue.take_returned());
         let want = if stop { 0 } else { self.want() };
         // Slots are free for the claim's jobs only when no claimed job waits for one.
@@ -314,7 +328,7 @@ impl Dispatcher {
         let store = self.store.clone();
         let connection = self.connections.pop();
         let completing_ticks = self.completing_ticks;
-        tokio::spawn(async move {
+        async move {
             let complete: Vec<Held> = completions
                 .iter()
                 .map(|c| Held {
@@ -389,7 +403,7 @@ impl Dispatcher {
                 connection,
                 completing_ticks,
             }
-        })
+        }
     }
 
     /// Tells waiting attempts what the tick wrote, and queues what it claimed.
