@@ -225,7 +225,13 @@ impl Wakeups {
     async fn trailing(&self, mut fire_at: Instant, store: &Store, queue: &str) {
         loop {
             tokio::time::sleep_until(fire_at).await;
-            self.until(queue, |state| !state.carrying).await;
+            // A carrier in flight may cover the window: wait for its word, a window at most. A
+            // slower one (a unique key's row lock, a dead connection) is taken to have failed:
+            // the enqueues it would cover have returned, so the notification goes out now.
+            let carrier_slow =
+                tokio::time::timeout(self.window, self.until(queue, |state| !state.carrying))
+                    .await
+                    .is_err();
             {
                 let Ok(mut queues) = self.queues.lock() else {
                     return;
@@ -234,6 +240,11 @@ impl Wakeups {
                     return;
                 };
                 let now = Instant::now();
+                if state.carrying && !carrier_slow {
+                    // Another carrier began since the wait ended.
+                    fire_at = now;
+                    continue;
+                }
                 if let Some(carried_at) = state.carried_at.take()
                     && self.trailing_due(carried_at) > now
                 {
@@ -241,7 +252,7 @@ impl Wakeups {
                     fire_at = self.trailing_due(carried_at);
                     continue;
                 }
-                if !state.owed {
+                if !state.owed && !carrier_slow {
                     state.trailing = false;
                     self.settled.notify_waiters();
                     return;
@@ -371,5 +382,30 @@ mod tests {
                 "trailing notifications after a carrier that notified: {carrier_notified}"
             );
         }
+    }
+
+    /// A carrier slower than a window (waiting on a unique key's row lock, say) does not hold up
+    /// the notification owed to the enqueues before it: it goes out while the carrier runs.
+    #[tokio::test]
+    async fn a_slow_carrier_does_not_hold_up_the_trailing_notification() {
+        let db = pgq_testkit::TestDatabase::new().await;
+        let store = Store::new(db.pool().clone(), Duration::from_secs(5), Schema::default());
+        let mut listener = PgListener::connect_with(db.pool()).await.unwrap();
+        listener.listen("pgq_insert").await.unwrap();
+        let window = Duration::from_millis(200);
+        let wakeups = Arc::new(Wakeups::new(window));
+
+        let opened = Instant::now();
+        wakeups.enqueue(&store, "q").returned(true);
+        wakeups.enqueue(&store, "q").returned(false);
+        tokio::time::sleep_until(opened + window + window / 8).await;
+        let carrier = wakeups.enqueue(&store, "q");
+        assert!(matches!(carrier, Wakeup::Carrying(_)));
+        let heard = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+            .await
+            .expect("the owed notification, while the carrier still runs")
+            .unwrap();
+        assert_eq!(heard.payload(), "q");
+        carrier.returned(true);
     }
 }

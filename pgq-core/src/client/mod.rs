@@ -241,9 +241,10 @@ impl Client {
 
     /// Enqueues to one queue within `window` share one notification to idle workers (default
     /// [`WAKEUP_WINDOW`](crate::defaults::WAKEUP_WINDOW), 2 ms): a wider window sends fewer
-    /// NOTIFYs under bursts, at up to one and a half times that much more wake-up latency for
-    /// the jobs after the first. A window longer than a day counts as a day: workers poll
-    /// meanwhile.
+    /// NOTIFYs under bursts, at up to one and a half windows more wake-up latency for the jobs
+    /// after the first (two and a half while the enqueue that would carry their notification
+    /// waits, on a unique key's row lock say). A window longer than a day counts as a day:
+    /// workers poll meanwhile.
     ///
     /// ```no_run
     /// # async fn example(pool: sqlx::PgPool) {

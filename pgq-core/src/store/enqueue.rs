@@ -68,7 +68,8 @@ macro_rules! replace_one {
     WHERE job.task = $1 AND job.unique_key = $6 AND job.phase < 2 AND job.status = 'pending'
     RETURNING job.id, false AS inserted,
               CASE WHEN $9 AND job.run_at <= clock_timestamp()
-                   THEN pg_notify('pgq_insert', job.queue) IS NOT NULL END AS notified
+                   THEN pg_notify('pgq_insert', job.queue) IS NOT NULL AND job.queue = $2
+              END AS notified
 ),
 inserted AS (
     INSERT INTO pgq.jobs (task, queue, priority, max_attempts, payload, run_at, unique_key",
@@ -134,7 +135,8 @@ const REPLACE_ONE_CONCURRENCY: &str = replace_one!(
 const FIND_ACTIVE: &str = "SELECT id, status = 'pending' AS pending FROM pgq.jobs
     WHERE task = $1 AND unique_key = $2 AND phase < 2";
 
-/// One enqueue's outcome, and whether its statement notified idle workers.
+/// One enqueue's outcome, and whether its statement notified the idle workers of the queue it
+/// enqueued to (a replaced job keeps its queue, which may be another).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct InsertedOne {
     pub(crate) enqueued: Enqueued,

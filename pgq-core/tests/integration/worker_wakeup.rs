@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use pgq_core::{
-    EnqueueOptions, Handler, JobContext, JobOutcome, Task, TaskError, Worker, WorkerEvent,
-    async_trait,
+    EnqueueOptions, Enqueued, Handler, JobContext, JobOutcome, Task, TaskError, Worker,
+    WorkerEvent, async_trait,
 };
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
@@ -133,6 +133,57 @@ async fn a_duplicate_enqueue_never_swallows_a_wake_up_owed_to_an_earlier_job() {
     // nobody. The notification owed to the job above must still go out.
     tokio::time::sleep(window).await;
     assert!(client.enqueue(holder()).await.unwrap().is_duplicate());
+    assert_eq!(
+        support::finished(&mut events, owed).await.0,
+        JobOutcome::Completed
+    );
+    handle.shutdown().await.unwrap();
+}
+
+/// The first enqueue after a window would carry the window's notification, but it replaces a
+/// pending job of another queue, whose queue it notifies: this queue's notification still goes
+/// out, for the job left waiting in the window.
+#[tokio::test]
+async fn a_replace_in_another_queue_does_not_carry_this_queues_notification() {
+    let db = TestDatabase::new().await;
+    let window = Duration::from_secs(2);
+    let client = db.client().with_wakeup_window(window);
+    let holder = || Holder { key: "k".into() };
+    client
+        .enqueue_with(holder(), EnqueueOptions::default().queue("elsewhere"))
+        .await
+        .unwrap();
+    let worker = Worker::builder(client.clone())
+        .queue("wakeup", 1)
+        .poll_interval(POLL)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+
+    let opened = tokio::time::Instant::now();
+    client.enqueue(Wake { n: 1 }).await.unwrap();
+    handle
+        .stats()
+        .wait_for(|st| st.completed >= 1)
+        .await
+        .unwrap();
+    // The worker is idle; inside the window, this job's notification is left to a later one.
+    let owed = client.enqueue(Wake { n: 2 }).await.unwrap().id();
+    assert!(
+        opened.elapsed() < window,
+        "the window closed before the test could use it"
+    );
+    tokio::time::sleep_until(opened + window + window / 8).await;
+    let replaced = client
+        .enqueue_with(
+            holder(),
+            EnqueueOptions::default().queue("wakeup").replace(),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(replaced, Enqueued::Replaced(_)), "{replaced:?}");
     assert_eq!(
         support::finished(&mut events, owed).await.0,
         JobOutcome::Completed
