@@ -17,7 +17,8 @@
 //! enqueue after the window closed, if every deferred enqueue has returned by then, notifies in
 //! its own statement and carries it: that enqueue opens the next window, and the trailing
 //! notification is sent only if its statement did not notify (an error, a duplicate of a unique
-//! key, a job not yet due).
+//! key, a job not yet due), or if it takes longer than a window (a unique key's row lock, a dead
+//! connection).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -62,6 +63,9 @@ struct QueueWakeup {
     carrying: bool,
     /// When the last enqueue that carried the trailing notification began, once it notified.
     carried_at: Option<Instant>,
+    /// Whether the trailing notification went out for the carrier in flight, which took too
+    /// long: it owes nothing if it fails.
+    carrier_relieved: bool,
 }
 
 impl QueueWakeup {
@@ -125,7 +129,7 @@ impl Drop for Carrier {
             state.carrying = false;
             if self.notified {
                 state.carried_at = Some(self.began);
-            } else if self.took_owed {
+            } else if self.took_owed && !state.carrier_relieved {
                 state.owed = true;
             }
         }
@@ -193,6 +197,7 @@ impl Wakeups {
             // Every deferred enqueue has returned: this one's notification comes after them.
             state.last = Some(now);
             state.carrying = true;
+            state.carrier_relieved = false;
             let took_owed = std::mem::take(&mut state.owed);
             return Wakeup::Carrying(Carrier {
                 wakeups: self.clone(),
@@ -225,9 +230,7 @@ impl Wakeups {
     async fn trailing(&self, mut fire_at: Instant, store: &Store, queue: &str) {
         loop {
             tokio::time::sleep_until(fire_at).await;
-            // A carrier in flight may cover the window: wait for its word, a window at most. A
-            // slower one (a unique key's row lock, a dead connection) is taken to have failed:
-            // the enqueues it would cover have returned, so the notification goes out now.
+            // A carrier in flight may cover the window: wait for its word, a window at most.
             let carrier_slow =
                 tokio::time::timeout(self.window, self.until(queue, |state| !state.carrying))
                     .await
@@ -252,11 +255,15 @@ impl Wakeups {
                     fire_at = self.trailing_due(carried_at);
                     continue;
                 }
-                if !state.owed && !carrier_slow {
+                // A slow carrier: the enqueues it would cover have returned, so this
+                // notification covers them instead, once.
+                let relieve = state.carrying && !state.carrier_relieved;
+                if !state.owed && !relieve {
                     state.trailing = false;
                     self.settled.notify_waiters();
                     return;
                 }
+                state.carrier_relieved |= relieve;
                 // The queue's deferred enqueues so far are the closed window's; later ones open
                 // another.
                 state.window += 1;
@@ -277,7 +284,7 @@ impl Wakeups {
             };
             let now = Instant::now();
             state.last = Some(now);
-            if !state.owed && !state.carrying {
+            if !state.owed && (!state.carrying || state.carrier_relieved) {
                 state.trailing = false;
                 self.settled.notify_waiters();
                 return;
@@ -385,7 +392,7 @@ mod tests {
     }
 
     /// A carrier slower than a window (waiting on a unique key's row lock, say) does not hold up
-    /// the notification owed to the enqueues before it: it goes out while the carrier runs.
+    /// the notification owed to the enqueues before it: it goes out while the carrier runs, once.
     #[tokio::test]
     async fn a_slow_carrier_does_not_hold_up_the_trailing_notification() {
         let db = pgq_testkit::TestDatabase::new().await;
@@ -406,6 +413,14 @@ mod tests {
             .expect("the owed notification, while the carrier still runs")
             .unwrap();
         assert_eq!(heard.payload(), "q");
-        carrier.returned(true);
+        // Once: three windows more of the carrier waiting, then its failure, send no more.
+        tokio::time::sleep(3 * window).await;
+        carrier.returned(false);
+        wakeups.until("q", |state| !state.trailing).await;
+        sqlx::query("SELECT pg_notify('pgq_insert', 'marker')")
+            .execute(db.pool())
+            .await
+            .unwrap();
+        assert_eq!(listener.recv().await.unwrap().payload(), "marker");
     }
 }
