@@ -19,6 +19,11 @@
 //! notification is sent only if its statement did not notify (an error, a duplicate of a unique
 //! key, a job not yet due), or if it takes longer than a window (a unique key's row lock, a dead
 //! connection).
+//!
+//! The trailing notification waits a window at most for its deferred enqueues to return; one
+//! that takes longer gets a notification of its own once it returns. A replace always notifies
+//! in its own statement, outside the windows: it notifies the queue of the job it replaces,
+//! which may be another, and it may wait on that job's row lock. A job due later wakes nobody.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -55,8 +60,11 @@ struct QueueWakeup {
     window: u64,
     /// Enqueues of the open window that skipped their notification and have not returned yet.
     open: usize,
-    /// The same, of the closed window, whose notification waits for them.
+    /// The same, of the closed windows, whose notification waits for them (a window at most).
     closed: usize,
+    /// The last closed window whose trailing notification went out: its enqueues that return
+    /// later owe another.
+    notified_window: Option<u64>,
     /// Whether an enqueue deferred its notification since the last one that covers it.
     owed: bool,
     /// Whether an enqueue carrying the trailing notification has not returned yet.
@@ -87,6 +95,10 @@ const KEPT_QUEUES: usize = 256;
 /// How an enqueue wakes workers.
 #[derive(Debug)]
 pub(crate) enum Wakeup {
+    /// Its own statement notifies, outside the windows: a replace, which notifies the queue of
+    /// the job it replaces, maybe another, and may wait on that job's row lock; a job not due
+    /// yet, which wakes nobody.
+    Alone,
     /// Its own statement notifies.
     Leading,
     /// Its own statement notifies, and covers the enqueues deferred before it began, which the
@@ -153,6 +165,13 @@ impl Drop for DeferredGuard {
                 state.open -= 1;
             } else {
                 state.closed -= 1;
+            }
+            if state
+                .notified_window
+                .is_some_and(|notified| self.window <= notified)
+            {
+                // Its window's notification went out before it returned.
+                state.owed = true;
             }
         }
         self.wakeups.settled.notify_waiters();
@@ -228,6 +247,7 @@ impl Wakeups {
     /// once, unless an enqueue that began after they returned carried the notification; enqueues
     /// deferred meanwhile wait for the next window's notification.
     async fn trailing(&self, mut fire_at: Instant, store: &Store, queue: &str) {
+        let mut closing;
         loop {
             tokio::time::sleep_until(fire_at).await;
             // A carrier in flight may cover the window: wait for its word, a window at most.
@@ -259,6 +279,12 @@ impl Wakeups {
                 // notification covers them instead, once.
                 let relieve = state.carrying && !state.carrier_relieved;
                 if !state.owed && !relieve {
+                    if state.closed > 0 {
+                        // Enqueues that outlived their window's notification: each owes
+                        // another when it returns.
+                        fire_at = now + self.window;
+                        continue;
+                    }
                     state.trailing = false;
                     self.settled.notify_waiters();
                     return;
@@ -266,12 +292,16 @@ impl Wakeups {
                 state.carrier_relieved |= relieve;
                 // The queue's deferred enqueues so far are the closed window's; later ones open
                 // another.
+                closing = state.window;
                 state.window += 1;
                 state.closed += state.open;
                 state.open = 0;
                 state.owed = false;
             }
-            self.until(queue, |state| state.closed == 0).await;
+            // Those still running a window later (waiting on a unique key's row lock, say) get
+            // a notification of their own when they return.
+            let _ = tokio::time::timeout(self.window, self.until(queue, |state| state.closed == 0))
+                .await;
             if let Err(err) = store::enqueue::notify(store, queue).await {
                 // Workers still poll: this costs latency, never a job.
                 tracing::warn!(queue, error = %err, "could not notify workers");
@@ -284,7 +314,8 @@ impl Wakeups {
             };
             let now = Instant::now();
             state.last = Some(now);
-            if !state.owed && (!state.carrying || state.carrier_relieved) {
+            state.notified_window = Some(closing);
+            if !state.owed && state.closed == 0 && (!state.carrying || state.carrier_relieved) {
                 state.trailing = false;
                 self.settled.notify_waiters();
                 return;
@@ -422,5 +453,39 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(listener.recv().await.unwrap().payload(), "marker");
+    }
+
+    /// A deferred enqueue slower than a window (waiting on a unique key's row lock, say) holds up
+    /// no other enqueue's notification, and is owed one of its own once it returns.
+    #[tokio::test]
+    async fn a_slow_deferred_enqueue_holds_up_no_notification_and_gets_its_own() {
+        let db = pgq_testkit::TestDatabase::new().await;
+        let store = Store::new(db.pool().clone(), Duration::from_secs(5), Schema::default());
+        let mut listener = PgListener::connect_with(db.pool()).await.unwrap();
+        listener.listen("pgq_insert").await.unwrap();
+        let wakeups = Arc::new(Wakeups::new(Duration::from_millis(200)));
+        let mut heard = async || {
+            tokio::time::timeout(Duration::from_secs(10), listener.recv())
+                .await
+                .expect("a notification")
+                .unwrap()
+                .payload()
+                .to_owned()
+        };
+
+        wakeups.enqueue(&store, "q").returned(true);
+        let quick = wakeups.enqueue(&store, "q");
+        assert!(!quick.notifies());
+        quick.returned(false);
+        let slow = wakeups.enqueue(&store, "q");
+        assert!(!slow.notifies());
+        assert_eq!(
+            heard().await,
+            "q",
+            "the quick one's, while the slow one runs"
+        );
+        slow.returned(false);
+        assert_eq!(heard().await, "q", "the slow one's, once it returned");
+        wakeups.until("q", |state| !state.trailing).await;
     }
 }

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::store;
 use crate::store::{on, run};
 use crate::task::Task;
+use crate::wakeup::Wakeup;
 
 impl Client {
     /// Enqueues a task with its `#[task(...)]` settings.
@@ -48,7 +49,13 @@ impl Client {
     ) -> Result<Enqueued> {
         let template = enqueue::template::<T>(&options)?;
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
-        let wakeup = self.wakeups.enqueue(&self.store, template.queue);
+        let replaces = options.replace && task.unique_key.is_some();
+        let due_later = template.run_at.is_none() && template.delay_ms > 0;
+        let wakeup = if replaces || due_later {
+            Wakeup::Alone
+        } else {
+            self.wakeups.enqueue(&self.store, template.queue)
+        };
         let inserted = async {
             let mut conn = self.kept.acquire(&self.store).await?;
             let mut tries = 0;
