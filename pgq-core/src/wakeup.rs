@@ -62,8 +62,8 @@ struct QueueWakeup {
     open: usize,
     /// The same, of the closed windows, whose notification waits for them (a window at most).
     closed: usize,
-    /// The last closed window whose trailing notification went out: its enqueues that return
-    /// later owe another.
+    /// The last closed window whose trailing notification is on its way: its enqueues that
+    /// return from then on owe another.
     notified_window: Option<u64>,
     /// Whether an enqueue deferred its notification since the last one that covers it.
     owed: bool,
@@ -302,6 +302,12 @@ impl Wakeups {
             // a notification of their own when they return.
             let _ = tokio::time::timeout(self.window, self.until(queue, |state| state.closed == 0))
                 .await;
+            if let Ok(mut queues) = self.queues.lock()
+                && let Some(state) = queues.get_mut(queue)
+            {
+                // From here on, one returning may commit after the notification does.
+                state.notified_window = Some(closing);
+            }
             if let Err(err) = store::enqueue::notify(store, queue).await {
                 // Workers still poll: this costs latency, never a job.
                 tracing::warn!(queue, error = %err, "could not notify workers");
@@ -314,7 +320,6 @@ impl Wakeups {
             };
             let now = Instant::now();
             state.last = Some(now);
-            state.notified_window = Some(closing);
             if !state.owed && state.closed == 0 && (!state.carrying || state.carrier_relieved) {
                 state.trailing = false;
                 self.settled.notify_waiters();
