@@ -191,6 +191,68 @@ async fn a_replace_in_another_queue_does_not_carry_this_queues_notification() {
     handle.shutdown().await.unwrap();
 }
 
+/// A task of a unique key that a worker here handles.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "wakeup", unique_key = "{key}")]
+struct Keyed {
+    key: String,
+}
+
+#[async_trait]
+impl Handler for Keyed {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// A replace inside the window of the queue it names, of a job that waits in another queue,
+/// wakes that other queue's workers: the job it makes due is theirs.
+#[tokio::test]
+async fn a_replace_wakes_the_queue_of_the_job_it_replaces() {
+    let db = TestDatabase::new().await;
+    let client = db.client().with_wakeup_window(Duration::from_secs(2));
+    let later = EnqueueOptions::default()
+        .queue("elsewhere")
+        .delay(Duration::from_secs(3600));
+    let id = client
+        .enqueue_with(Keyed { key: "k".into() }, later)
+        .await
+        .unwrap()
+        .id();
+    let worker = Worker::builder(client.clone())
+        .queue("elsewhere", 1)
+        .poll_interval(POLL)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+    // Once this job is done, the worker is idle: only a notification starts the next.
+    client
+        .enqueue_with(Wake { n: 0 }, EnqueueOptions::default().queue("elsewhere"))
+        .await
+        .unwrap();
+    handle
+        .stats()
+        .wait_for(|st| st.completed >= 1)
+        .await
+        .unwrap();
+
+    // Opens a window on the wake-up queue, which no worker here serves.
+    client.enqueue(Wake { n: 1 }).await.unwrap();
+    let now = EnqueueOptions::default().queue("wakeup").replace();
+    let replaced = client
+        .enqueue_with(Keyed { key: "k".into() }, now)
+        .await
+        .unwrap();
+    assert_eq!(replaced, Enqueued::Replaced(id));
+    assert_eq!(
+        support::finished(&mut events, id).await.0,
+        JobOutcome::Completed
+    );
+    handle.shutdown().await.unwrap();
+}
+
 /// A batch wakes idle workers with one notification when its jobs are due, and with none when
 /// they are not, or when it inserted nothing.
 #[tokio::test]
