@@ -383,18 +383,26 @@ mod tests {
         assert!(kept <= KEPT_QUEUES + 1, "{kept} queues kept");
     }
 
+    /// A migrated database, a store on it, a listener on its wake-up channel, and wake-up state
+    /// with `window`.
+    async fn listening(
+        window: Duration,
+    ) -> (pgq_testkit::TestDatabase, Store, PgListener, Arc<Wakeups>) {
+        let db = pgq_testkit::TestDatabase::new().await;
+        let store = Store::new(db.pool().clone(), Duration::from_secs(5), Schema::default());
+        let mut listener = PgListener::connect_with(db.pool()).await.unwrap();
+        listener.listen("pgq_insert").await.unwrap();
+        (db, store, listener, Arc::new(Wakeups::new(window)))
+    }
+
     /// The first enqueue after a window closed, once the window's deferred enqueues returned,
     /// carries the trailing notification: none goes out in a statement of its own. When that
     /// enqueue notifies nobody (a duplicate, a failed insert), the trailing notification does.
     #[tokio::test]
     async fn the_first_enqueue_after_a_window_carries_its_trailing_notification() {
         for carrier_notified in [true, false] {
-            let db = pgq_testkit::TestDatabase::new().await;
-            let store = Store::new(db.pool().clone(), Duration::from_secs(5), Schema::default());
-            let mut listener = PgListener::connect_with(db.pool()).await.unwrap();
-            listener.listen("pgq_insert").await.unwrap();
             let window = Duration::from_millis(400);
-            let wakeups = Arc::new(Wakeups::new(window));
+            let (db, store, mut listener, wakeups) = listening(window).await;
 
             // No insert runs here, so every notification heard is a trailing one.
             let opened = Instant::now();
@@ -431,12 +439,8 @@ mod tests {
     /// the notification owed to the enqueues before it: it goes out while the carrier runs, once.
     #[tokio::test]
     async fn a_slow_carrier_does_not_hold_up_the_trailing_notification() {
-        let db = pgq_testkit::TestDatabase::new().await;
-        let store = Store::new(db.pool().clone(), Duration::from_secs(5), Schema::default());
-        let mut listener = PgListener::connect_with(db.pool()).await.unwrap();
-        listener.listen("pgq_insert").await.unwrap();
         let window = Duration::from_millis(200);
-        let wakeups = Arc::new(Wakeups::new(window));
+        let (db, store, mut listener, wakeups) = listening(window).await;
 
         let opened = Instant::now();
         wakeups.enqueue(&store, "q").returned(true);
@@ -464,11 +468,7 @@ mod tests {
     /// no other enqueue's notification, and is owed one of its own once it returns.
     #[tokio::test]
     async fn a_slow_deferred_enqueue_holds_up_no_notification_and_gets_its_own() {
-        let db = pgq_testkit::TestDatabase::new().await;
-        let store = Store::new(db.pool().clone(), Duration::from_secs(5), Schema::default());
-        let mut listener = PgListener::connect_with(db.pool()).await.unwrap();
-        listener.listen("pgq_insert").await.unwrap();
-        let wakeups = Arc::new(Wakeups::new(Duration::from_millis(200)));
+        let (_db, store, mut listener, wakeups) = listening(Duration::from_millis(200)).await;
         let mut heard = async || {
             tokio::time::timeout(Duration::from_secs(10), listener.recv())
                 .await
