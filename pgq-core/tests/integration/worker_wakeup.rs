@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use pgq_core::{
-    EnqueueOptions, Enqueued, Handler, JobContext, JobOutcome, Task, TaskError, Worker,
-    WorkerEvent, async_trait,
+    Client, EnqueueOptions, Enqueued, Handler, JobContext, JobOutcome, Task, TaskError, Worker,
+    WorkerEvent, WorkerHandle, async_trait,
 };
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
 
 use crate::support;
 
@@ -27,18 +28,29 @@ impl Handler for Wake {
 
 const POLL: Duration = Duration::from_secs(3600);
 
-#[tokio::test]
-async fn an_idle_worker_starts_a_new_job_at_once_and_survives_a_killed_listener() {
-    let db = TestDatabase::new().await;
-    let client = db.client();
+/// A worker of `queue` that polls once an hour, so that only notifications wake it, once it
+/// listens.
+async fn listening_worker(
+    client: &Client,
+    queue: &str,
+    concurrency: usize,
+) -> (WorkerHandle, broadcast::Receiver<WorkerEvent>) {
     let worker = Worker::builder(client.clone())
-        .queue("wakeup", 1)
+        .queue(queue, concurrency)
         .poll_interval(POLL)
         .build()
         .unwrap();
     let mut events = worker.events();
     let handle = worker.start();
     support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+    (handle, events)
+}
+
+#[tokio::test]
+async fn an_idle_worker_starts_a_new_job_at_once_and_survives_a_killed_listener() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let (handle, mut events) = listening_worker(&client, "wakeup", 1).await;
 
     // The poll interval is an hour, so only the notification can start this job.
     let id = client.enqueue(Wake { n: 1 }).await.unwrap().id();
@@ -75,14 +87,7 @@ async fn a_burst_of_enqueues_shares_notifications_and_every_job_starts_at_once()
         .await
         .unwrap();
     listener.listen("pgq_insert").await.unwrap();
-    let worker = Worker::builder(client.clone())
-        .queue("wakeup", 4)
-        .poll_interval(POLL)
-        .build()
-        .unwrap();
-    let mut events = worker.events();
-    let handle = worker.start();
-    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+    let (handle, _events) = listening_worker(&client, "wakeup", 4).await;
 
     // 50 enqueues at once: the poll interval is an hour, so only notifications start them.
     let enqueues: Vec<_> = (0..50)
@@ -116,14 +121,7 @@ async fn a_duplicate_enqueue_never_swallows_a_wake_up_owed_to_an_earlier_job() {
     let db = TestDatabase::new().await;
     let window = Duration::from_millis(200);
     let client = db.client().with_wakeup_window(window);
-    let worker = Worker::builder(client.clone())
-        .queue("wakeup", 2)
-        .poll_interval(POLL)
-        .build()
-        .unwrap();
-    let mut events = worker.events();
-    let handle = worker.start();
-    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+    let (handle, mut events) = listening_worker(&client, "wakeup", 2).await;
 
     let holder = || Holder { key: "k".into() };
     assert!(!client.enqueue(holder()).await.unwrap().is_duplicate());
@@ -153,14 +151,7 @@ async fn a_replace_in_another_queue_does_not_carry_this_queues_notification() {
         .enqueue_with(holder(), EnqueueOptions::default().queue("elsewhere"))
         .await
         .unwrap();
-    let worker = Worker::builder(client.clone())
-        .queue("wakeup", 1)
-        .poll_interval(POLL)
-        .build()
-        .unwrap();
-    let mut events = worker.events();
-    let handle = worker.start();
-    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+    let (handle, mut events) = listening_worker(&client, "wakeup", 1).await;
 
     let opened = tokio::time::Instant::now();
     client.enqueue(Wake { n: 1 }).await.unwrap();
@@ -219,14 +210,7 @@ async fn a_replace_wakes_the_queue_of_the_job_it_replaces() {
         .await
         .unwrap()
         .id();
-    let worker = Worker::builder(client.clone())
-        .queue("elsewhere", 1)
-        .poll_interval(POLL)
-        .build()
-        .unwrap();
-    let mut events = worker.events();
-    let handle = worker.start();
-    support::event(&mut events, |e| matches!(e, WorkerEvent::ListenerConnected)).await;
+    let (handle, mut events) = listening_worker(&client, "elsewhere", 1).await;
     // Once this job is done, the worker is idle: only a notification starts the next.
     client
         .enqueue_with(Wake { n: 0 }, EnqueueOptions::default().queue("elsewhere"))
