@@ -1,10 +1,10 @@
-//! Waking idle workers after an enqueue, at most once per queue per short window.
+//! Waking idle workers after an enqueue, about once per queue per short window.
 //!
 //! A NOTIFY costs a good part of a single insert's time in PostgreSQL. The first enqueue of a
 //! window notifies in its own statement (leading edge); later ones in the same window skip it,
 //! and one notification goes out when the window has closed and their inserts have returned
-//! (trailing edge). So an idle worker still hears of every job, within the window, and a burst of
-//! enqueues costs one notification per window instead of one each. Enqueues inside a caller's
+//! (trailing edge). So an idle worker still hears of every job, soon after its window, and a
+//! burst of enqueues costs one notification per window instead of one each. Enqueues inside a caller's
 //! transaction keep their own, transactional, notification.
 //!
 //! The trailing notification waits only for the enqueues deferred before its window closed:
