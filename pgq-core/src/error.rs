@@ -130,7 +130,7 @@ pub enum Error {
         id: JobId,
         /// Its status now.
         status: JobStatus,
-        /// What was asked: `cancel` or `retry`.
+        /// What was asked: `cancel`, `retry`, or (in tests) `make due`.
         action: &'static str,
     },
 

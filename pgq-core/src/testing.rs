@@ -152,7 +152,9 @@ pub async fn advance(client: &Client, by: Duration) -> Result<()> {
     store::testing::advance(client.store(), by).await
 }
 
-/// Makes one pending job due now.
+/// Makes one pending job due now, waking idle workers of its queue. A job that is missing is
+/// [`Error::JobNotFound`](crate::Error::JobNotFound); one that is not pending is
+/// [`Error::JobState`](crate::Error::JobState).
 pub async fn make_due(client: &Client, id: JobId) -> Result<()> {
     store::testing::make_due(client.store(), id).await
 }

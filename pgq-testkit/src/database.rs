@@ -176,7 +176,9 @@ impl TestDatabase {
             .unwrap_or_else(|err| panic!("cannot move time forward: {err}"));
     }
 
-    /// Makes one pending job due now, leaving every other job's time alone.
+    /// Makes one pending job due now, leaving every other job's time alone, and wakes idle
+    /// workers of its queue. Panics when no job has this id, or when the job is not pending (a
+    /// test that makes a running or finished job due is mistaken about it).
     ///
     /// ```no_run
     /// # use std::time::Duration;

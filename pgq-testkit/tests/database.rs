@@ -1,8 +1,11 @@
 //! The database helpers: isolation, typed assertions on enqueued jobs, drain, moving time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use pgq_core::{EnqueueOptions, Handler, JobContext, JobOutcome, Task, TaskError, async_trait};
+use pgq_core::{
+    EnqueueOptions, Handler, JobContext, JobId, JobOutcome, Task, TaskError, async_trait,
+};
 use pgq_testkit::{TestDatabase, assert_enqueued, drain, refute_enqueued};
 use serde::{Deserialize, Serialize};
 
@@ -161,6 +164,26 @@ async fn advancing_time_makes_delayed_and_backed_off_jobs_due() {
         .id();
     db.make_due(delayed).await;
     assert_eq!(drain(&client, "mail").await[0].id, delayed);
+}
+
+#[tokio::test]
+async fn making_a_missing_or_finished_job_due_fails_the_test_there() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let done = client.enqueue(mail("done@x")).await.unwrap().id();
+    drain(&client, "mail").await;
+    let db = Arc::new(db);
+    for (id, expected) in [
+        (done, "it is completed"),
+        (JobId::from(i64::MAX), "not found"),
+    ] {
+        let db = db.clone();
+        let panicked = tokio::spawn(async move { db.make_due(id).await })
+            .await
+            .unwrap_err();
+        let message = panicked.into_panic().downcast::<String>().unwrap();
+        assert!(message.contains(expected), "{message}");
+    }
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! Operator actions on single jobs: cancel and retry.
 
-use sqlx::Row;
+use sqlx::{PgConnection, Row};
 
 use crate::cancellation::Cancellation;
 use crate::error::{Error, Result};
@@ -68,24 +68,33 @@ pub(crate) async fn retry(store: &Store, id: JobId) -> Result<()> {
             .await;
         match retried {
             Ok(Some(_)) => Ok(()),
-            Ok(None) => {
-                let current: Option<String> = sqlx::query_scalar(store.sql(STATUS))
-                    .persistent(store.prepared())
-                    .bind(id.get())
-                    .fetch_optional(&mut *conn)
-                    .await?;
-                match current {
-                    None => Err(Error::JobNotFound(id)),
-                    Some(current) => Err(Error::JobState {
-                        id,
-                        status: status(current)?,
-                        action: "retry",
-                    }),
-                }
-            }
+            Ok(None) => Err(refusal(store, &mut *conn, id, "retry").await?),
             Err(err) if is_unique_violation(&err) => Err(Error::UniqueKeyHeld(id)),
             Err(err) => Err(err.into()),
         }
+    })
+}
+
+/// Why an action on job `id` changed nothing: the job is missing
+/// ([`Error::JobNotFound`]), or its status does not allow `action` ([`Error::JobState`]).
+pub(crate) async fn refusal(
+    store: &Store,
+    conn: &mut PgConnection,
+    id: JobId,
+    action: &'static str,
+) -> Result<Error> {
+    let current: Option<String> = sqlx::query_scalar(store.sql(STATUS))
+        .persistent(store.prepared())
+        .bind(id.get())
+        .fetch_optional(conn)
+        .await?;
+    Ok(match current {
+        None => Error::JobNotFound(id),
+        Some(current) => Error::JobState {
+            id,
+            status: status(current)?,
+            action,
+        },
     })
 }
 

@@ -7,7 +7,7 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
-use crate::store::Store;
+use crate::store::{Store, control};
 
 /// A database name made of ASCII letters, digits and `_`, quoted: DDL cannot bind it.
 fn database_name(name: &str) -> Result<String> {
@@ -97,16 +97,23 @@ pub(crate) async fn advance(store: &Store, by: Duration) -> Result<()> {
     Ok(())
 }
 
-const MAKE_DUE: &str = "UPDATE pgq.jobs SET run_at = now() WHERE id = $1 AND status = 'pending'";
+/// Idle workers of the job's queue are woken, as by an enqueue.
+const MAKE_DUE: &str = "UPDATE pgq.jobs SET run_at = now(), updated_at = now()
+    WHERE id = $1 AND status = 'pending'
+    RETURNING pg_notify('pgq_insert', queue)";
 
+/// A job that is missing, or not pending, is refused as [`control::refusal`] tells.
 pub(crate) async fn make_due(store: &Store, id: JobId) -> Result<()> {
-    let pool = store.pool();
-    sqlx::query(store.sql(MAKE_DUE))
+    let mut conn = store.pool().acquire().await?;
+    let made_due = sqlx::query(store.sql(MAKE_DUE))
         .persistent(store.prepared())
         .bind(id.get())
-        .execute(pool)
+        .fetch_optional(&mut *conn)
         .await?;
-    Ok(())
+    match made_due {
+        Some(_) => Ok(()),
+        None => Err(control::refusal(store, &mut conn, id, "make due").await?),
+    }
 }
 
 const PENDING: &str =

@@ -339,3 +339,23 @@ async fn overlapping_enqueues_still_notify_every_window() {
         heard.len()
     );
 }
+
+#[tokio::test]
+async fn making_a_delayed_job_due_notifies_its_queue() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
+        .await
+        .unwrap();
+    listener.listen("pgq_insert").await.unwrap();
+    // Not due: its enqueue wakes nobody.
+    let later = EnqueueOptions::default().delay(Duration::from_secs(86_400));
+    let id = client.enqueue_with(Wake { n: 1 }, later).await.unwrap().id();
+
+    db.make_due(id).await;
+    let heard = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("make_due woke no worker")
+        .unwrap();
+    assert_eq!(heard.payload(), "wakeup");
+}
