@@ -137,8 +137,8 @@ pub(crate) struct ActionArgs {
 pub(crate) struct RetryArgs {
     #[command(flatten)]
     pub(crate) action: ActionArgs,
-    /// Give each job at least this many attempts left.
-    #[arg(long, default_value_t = 1)]
+    /// Give each job at least this many attempts left (1 to 1000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub(crate) attempts: u32,
 }
 

@@ -87,6 +87,13 @@ impl FilterArgs {
         if let Some(key) = &self.unique_key {
             filter = filter.unique_key(key);
         }
+        if let (Some(min), Some(max)) = (self.min_id, self.max_id)
+            && min > max
+        {
+            return Err(Failure::Usage(format!(
+                "the id range {min} .. {max} is empty: --min-id is above --max-id"
+            )));
+        }
         filter = match (self.min_id, self.max_id) {
             (Some(min), Some(max)) => filter.ids(min..=max),
             (Some(min), None) => filter.ids(min..),
@@ -108,7 +115,13 @@ impl FilterArgs {
         if let Some(text) = &self.error {
             filter = filter.error_contains(text);
         }
-        for (name, value) in &self.tag {
+        for (i, (name, value)) in self.tag.iter().enumerate() {
+            // Every filter must hold: one tag with two values matches no job, and is a mistake.
+            if let Some((_, other)) = self.tag[..i].iter().find(|(n, v)| n == name && v != value) {
+                return Err(Failure::Usage(format!(
+                    "--tag {name} is given twice, as {other:?} and {value:?}: a job has one value"
+                )));
+            }
             filter = filter.tag(name, value);
         }
         filter.validate()?;
@@ -168,6 +181,44 @@ mod tests {
         assert!(parse_tag("novalue").is_err());
         assert!(parse_status("failed").is_ok());
         assert!(parse_status("done").unwrap_err().contains("pending"));
+    }
+
+    #[test]
+    fn an_empty_id_range_and_a_tag_with_two_values_are_usage_errors() {
+        let usage =
+            |args: FilterArgs| matches!(args.filter(), Err(crate::failure::Failure::Usage(_)));
+        assert!(usage(FilterArgs {
+            min_id: Some(100.into()),
+            max_id: Some(5.into()),
+            ..FilterArgs::default()
+        }));
+        let tags = |tags: &[(&str, &str)]| FilterArgs {
+            tag: tags
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            ..FilterArgs::default()
+        };
+        assert!(usage(tags(&[("tenant", "acme"), ("tenant", "globex")])));
+        assert!(
+            tags(&[("tenant", "acme"), ("tenant", "acme")])
+                .filter()
+                .is_ok()
+        );
+        assert!(
+            tags(&[("tenant", "acme"), ("region", "eu")])
+                .filter()
+                .is_ok()
+        );
+        assert!(
+            FilterArgs {
+                min_id: Some(5.into()),
+                max_id: Some(5.into()),
+                ..FilterArgs::default()
+            }
+            .filter()
+            .is_ok()
+        );
     }
 
     #[test]

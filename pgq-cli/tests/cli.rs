@@ -233,9 +233,21 @@ async fn queues_pause_and_resume_from_the_command_line() {
     let queues = json(&pgq(&db, &["--json", "queues", "list"]));
     assert_eq!(queues[0]["name"], "cli");
     assert!(!queues[0]["paused_at"].is_null());
+    // A queue that is not paused (a typo, say) is not reported resumed.
+    let typo = pgq(&db, &["queues", "resume", "clj"]);
+    assert_eq!(typo.status.code(), Some(1));
+    assert!(
+        stderr(&typo).contains("queue clj is not paused"),
+        "{}",
+        stderr(&typo)
+    );
     assert!(pgq(&db, &["queues", "resume", "cli"]).status.success());
     let queues = json(&pgq(&db, &["--json", "queues", "list"]));
     assert!(queues.as_array().unwrap().is_empty(), "{queues}");
+    assert_eq!(
+        pgq(&db, &["queues", "resume", "cli"]).status.code(),
+        Some(1)
+    );
     let workers = json(&pgq(&db, &["--json", "workers"]));
     assert_eq!(workers, Value::Array(Vec::new()));
 }
@@ -443,7 +455,8 @@ async fn stored_control_characters_reach_the_terminal_escaped() {
     let id = db
         .client()
         .enqueue(Mail {
-            to: "x@example.com".into(),
+            // JSON escapes U+0000 to U+001F itself, not DEL or the C1 controls (CSI here).
+            to: "x@example.com\u{9b}2J\u{7f}".into(),
         })
         .await
         .unwrap()
@@ -476,7 +489,7 @@ async fn stored_control_characters_reach_the_terminal_escaped() {
         assert!(output.status.success(), "{args:?}: {}", stderr(&output));
         let out = stdout(&output);
         assert!(
-            !out.contains('\u{1b}') && !out.contains('\u{7}'),
+            !out.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{7f}']),
             "{args:?}: {out:?}"
         );
         assert!(!out.contains("\nforged line"), "{args:?}: {out:?}");
@@ -495,6 +508,39 @@ fn bad_names_and_times_are_refused_before_connecting() {
         &["queues", "resume", &"q".repeat(65)],
         &["jobs", "list", "--finished-after", "7д"],
         &["jobs", "list", "--created-after", "é"],
+        // Filters no job can match, and a count out of range, are mistakes, not empty actions.
+        &[
+            "jobs", "delete", "--min-id", "100", "--max-id", "5", "--yes",
+        ],
+        &[
+            "jobs",
+            "delete",
+            "--tag",
+            "tenant=acme",
+            "--tag",
+            "tenant=globex",
+            "--yes",
+        ],
+        &["jobs", "retry", "--status", "completed", "--yes"],
+        &["jobs", "cancel", "--status", "failed", "--yes"],
+        &[
+            "jobs",
+            "retry",
+            "--status",
+            "failed",
+            "--attempts",
+            "0",
+            "--yes",
+        ],
+        &[
+            "jobs",
+            "retry",
+            "--status",
+            "failed",
+            "--attempts",
+            "1001",
+            "--yes",
+        ],
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_pgq"))
             .args(args)

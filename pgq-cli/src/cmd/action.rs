@@ -33,6 +33,14 @@ impl Verb {
         }
     }
 
+    /// The command's own name, as JSON reports give it.
+    fn command(self) -> &'static str {
+        match self {
+            Verb::RunNow => "run-now",
+            verb => verb.name(),
+        }
+    }
+
     fn done(self) -> &'static str {
         match self {
             Verb::Retry { .. } => "retried",
@@ -93,10 +101,10 @@ pub(crate) async fn run_now(global: &Global, id: JobId) -> Outcome {
 }
 
 /// The jobs named: ids as given, or a filter's matches among the statuses the action can
-/// change (`None`: the filter names only other statuses, so nothing matches).
+/// change.
 enum Targets {
     Ids(Vec<JobId>),
-    Filter(Option<Box<JobFilter>>),
+    Filter(Box<JobFilter>),
 }
 
 async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
@@ -125,10 +133,15 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
                 .filter(|s| args.filter.status.is_empty() || args.filter.status.contains(s))
                 .collect();
             if narrowed.status.is_empty() {
-                Targets::Filter(None)
-            } else {
-                Targets::Filter(Some(Box::new(narrowed.filter()?)))
+                // Nothing could match: say so rather than report an action on no jobs.
+                let can: Vec<&str> = verb.statuses().iter().map(|s| s.as_str()).collect();
+                return Err(Failure::Usage(format!(
+                    "{} changes only {} jobs: --status names none of them",
+                    verb.name(),
+                    can.join(", ")
+                )));
             }
+            Targets::Filter(Box::new(narrowed.filter()?))
         }
     };
     let client = connect::client(global).await?;
@@ -138,8 +151,7 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
             ids.dedup();
             (None, ids)
         }
-        Targets::Filter(None) => (None, Vec::new()),
-        Targets::Filter(Some(filter)) => {
+        Targets::Filter(filter) => {
             let mut ids = matches(&client, (*filter).clone()).await?;
             ids.sort();
             (Some(*filter), ids)
@@ -294,7 +306,7 @@ async fn dry_run(global: &Global, client: &Client, verb: Verb, ids: &[JobId]) ->
         .collect();
     if global.json {
         output::json(&json!({
-            "action": verb.name(),
+            "action": verb.command(),
             "dry_run": true,
             "would_change": would,
             "would_skip": skipped_json(&skip),
@@ -341,7 +353,7 @@ async fn preview(client: &Client, verb: Verb, ids: &[JobId]) -> Result<(), Failu
 fn print_report(global: &Global, verb: Verb, report: &ActionReport) -> Result<(), Failure> {
     if global.json {
         output::json(&json!({
-            "action": verb.name(),
+            "action": verb.command(),
             "changed": report.changed,
             "requested": report.requested,
             "skipped": skipped_json(&report.skipped),

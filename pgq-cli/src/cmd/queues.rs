@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::args::{Global, QueuesCommand};
 use crate::connect;
-use crate::failure::Outcome;
+use crate::failure::{Failure, Outcome};
 use crate::output;
 
 pub(crate) async fn run(global: &Global, command: &QueuesCommand) -> Outcome {
@@ -18,6 +18,18 @@ pub(crate) async fn run(global: &Global, command: &QueuesCommand) -> Outcome {
             (name, true)
         }
         QueuesCommand::Resume { name } => {
+            // A name mistyped would otherwise read as resumed while the paused queue stays so.
+            let paused = client
+                .queues()
+                .await?
+                .into_iter()
+                .any(|q| q.name == *name && q.paused_at.is_some());
+            if !paused {
+                return Err(Failure::Failed(format!(
+                    "queue {} is not paused: nothing to resume",
+                    output::printable(name)
+                )));
+            }
             client.resume_queue(name).await?;
             (name, false)
         }
@@ -76,7 +88,9 @@ async fn list(global: &Global, client: &pgq_core::Client) -> Outcome {
                     "rate": q.rate.map(|rate| rate.to_string()),
                     "due": q.stats.due,
                     "scheduled": q.stats.scheduled,
-                    "running": q.stats.running + q.stats.claimed,
+                    "claimed": q.stats.claimed,
+                    "running": q.stats.running,
+                    "held": q.stats.running + q.stats.claimed,
                 })
             })
             .collect();

@@ -66,7 +66,12 @@ pub(crate) async fn run(global: &Global, id: JobId) -> Outcome {
     let payload = serde_json::to_string_pretty(&job.payload).unwrap_or_default();
     lines.push(String::new());
     lines.push("payload:".into());
-    lines.extend(payload.lines().map(|line| format!("  {line}")));
+    // JSON escapes only U+0000 to U+001F; DEL and C1 controls would reach the terminal raw.
+    lines.extend(
+        payload
+            .lines()
+            .map(|line| format!("  {}", output::printable(line))),
+    );
     if !job.errors.is_empty() {
         lines.push(String::new());
         lines.push("errors, oldest first:".into());
