@@ -350,7 +350,11 @@ async fn making_a_delayed_job_due_notifies_its_queue() {
     listener.listen("pgq_insert").await.unwrap();
     // Not due: its enqueue wakes nobody.
     let later = EnqueueOptions::default().delay(Duration::from_secs(86_400));
-    let id = client.enqueue_with(Wake { n: 1 }, later).await.unwrap().id();
+    let id = client
+        .enqueue_with(Wake { n: 1 }, later)
+        .await
+        .unwrap()
+        .id();
 
     db.make_due(id).await;
     let heard = tokio::time::timeout(Duration::from_secs(5), listener.recv())

@@ -219,13 +219,15 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
         .wait_for(|st| st.completed > s.latency)
         .await?;
     handle.shutdown().await?;
-    let mut latencies: Vec<f64> = {
+    let by_seq: Vec<(u64, f64)> = {
         let starts = starts.lock().unwrap();
         enqueued
             .iter()
-            .map(|(seq, at)| (starts[seq] - *at).as_secs_f64() * 1000.0)
+            .map(|(seq, at)| (*seq, (starts[seq] - *at).as_secs_f64() * 1000.0))
             .collect()
     };
+    eprintln_slowest(&by_seq, &raw_latencies);
+    let mut latencies: Vec<f64> = by_seq.iter().map(|(_, ms)| *ms).collect();
     // `--latency 0` measures none.
     if !latencies.is_empty() {
         println!("latency_p50_ms {:.2}", quantile(&mut latencies, 0.50));
@@ -247,6 +249,27 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
         );
     }
     Ok(())
+}
+
+/// The slowest wake-ups, on stderr, each beside raw SQL's of the same turn: whether a slow one
+/// was the host's moment (both slow) or pgq's own.
+fn eprintln_slowest(by_seq: &[(u64, f64)], raw: &[f64]) {
+    use std::io::Write as _;
+    let mut slowest = by_seq.to_vec();
+    slowest.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let turns: Vec<String> = slowest
+        .iter()
+        .take(4)
+        .map(|(seq, ms)| {
+            let raw = raw.get(*seq as usize).copied().unwrap_or(f64::NAN);
+            format!("#{seq} {ms:.2} ms (raw SQL {raw:.2} ms)")
+        })
+        .collect();
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "latency: slowest wake-ups {}",
+        turns.join(", ")
+    );
 }
 
 /// Which page was the slowest, on stderr: the output's lines stay `name value` pairs.
