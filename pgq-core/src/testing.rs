@@ -164,6 +164,16 @@ pub async fn make_queues_due(client: &Client, queues: &[String]) -> Result<u64> 
     store::testing::make_queues_due(client.store(), queues).await
 }
 
+/// For each of `queues`: its name, whether any job is in it, and up to five of its due jobs
+/// whose task is not in `runnable` (no handler linked to run them), as `job ID (TASK)`.
+pub async fn leftovers(
+    client: &Client,
+    queues: &[String],
+    runnable: &[&str],
+) -> Result<Vec<(String, bool, Vec<String>)>> {
+    store::testing::leftovers(client.store(), queues, runnable).await
+}
+
 /// The id and payload of every pending job of `task`, oldest id first.
 pub async fn pending(client: &Client, task: &str) -> Result<Vec<(JobId, serde_json::Value)>> {
     store::testing::pending(client.store(), task).await

@@ -73,7 +73,8 @@ pub async fn refute_enqueued<T: Task>(pool: &PgPool, predicate: impl Fn(&T) -> b
     let matching: Vec<_> = pending::<T>(pool)
         .await
         .into_iter()
-        .filter(|(_, task, _)| task.as_ref().is_ok_and(&predicate))
+        // A payload that does not decode as `T` may be what the predicate refutes: it fails.
+        .filter(|(_, task, _)| task.as_ref().map_or(true, &predicate))
         .collect();
     if !matching.is_empty() {
         panic!(

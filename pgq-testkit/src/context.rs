@@ -86,6 +86,10 @@ impl TestContext {
     /// # }
     /// ```
     pub fn attempt(mut self, attempt: i32) -> Self {
+        assert!(
+            attempt >= 1,
+            "TestContext::attempt({attempt}): attempts count from 1"
+        );
         self.attempt = attempt;
         self.inner.renumber(self.id, attempt);
         self

@@ -226,9 +226,18 @@ impl Drop for TestDatabase {
                 .ok()?;
             runtime
                 .block_on(__testkit::drop_database(&server, &name))
-                .ok()
+                .err()
         });
-        let _ = dropper.join();
+        // Not a panic (this may run while a test unwinds), but never silent: a role that cannot
+        // drop databases leaves one behind for every test.
+        if let Ok(Some(err)) = dropper.join() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "pgq-testkit: cannot drop test database {}: {err}",
+                self.name
+            );
+        }
     }
 }
 

@@ -20,7 +20,41 @@ pub(crate) type Configure = Arc<dyn Fn(WorkerBuilder) -> WorkerBuilder + Send + 
 /// # }
 /// ```
 pub async fn drain(client: &Client, queue: &str) -> Vec<DrainedJob> {
-    drain_with(pgq_core::Worker::builder(client.clone()).queue(queue, 1)).await
+    let drained = drain_with(pgq_core::Worker::builder(client.clone()).queue(queue, 1)).await;
+    check_leftovers(client, &[queue.to_owned()], drained.is_empty()).await;
+    drained
+}
+
+/// Fails the test where a drain would let it pass by mistake: due jobs left in a drained queue
+/// that no handler linked into this binary runs, and — when the drain ran nothing — a queue
+/// that no linked task declares and no job is in (a mistyped name).
+async fn check_leftovers(client: &Client, queues: &[String], ran_nothing: bool) {
+    let registry = pgq_core::Registry::linked()
+        .unwrap_or_else(|err| panic!("cannot read the linked tasks: {err}"));
+    let runnable: Vec<&str> = registry
+        .tasks()
+        .filter(|task| task.has_handler())
+        .map(|task| task.name())
+        .collect();
+    let leftovers = pgq_core::__testkit::leftovers(client, queues, &runnable)
+        .await
+        .unwrap_or_else(|err| panic!("cannot check what the drain left: {err}"));
+    for (queue, used, stranded) in leftovers {
+        if !stranded.is_empty() {
+            panic!(
+                "the drain left due jobs in queue {queue:?} that no handler linked into this \
+                 binary runs: {}",
+                stranded.join(", ")
+            );
+        }
+        let declared = registry.tasks().any(|task| task.queue() == queue);
+        if ran_nothing && !used && !declared {
+            panic!(
+                "nothing to drain in queue {queue:?}: no task linked into this binary declares \
+                 it and no job was ever enqueued to it (a mistyped queue name?)"
+            );
+        }
+    }
 }
 
 /// [`drain`] with a worker builder of your own: several queues, or handler state.
@@ -151,7 +185,11 @@ impl Drain {
     /// a bound for jobs that keep enqueueing jobs. A larger one runs rounds of at most that
     /// many until it is reached or nothing is due.
     pub fn limit(mut self, attempts: usize) -> Self {
-        self.limit = attempts.max(1);
+        assert!(
+            attempts > 0,
+            "Drain::limit(0): a drain runs at least one attempt"
+        );
+        self.limit = attempts;
         self
     }
 
@@ -215,6 +253,7 @@ impl Drain {
             // A round may leave jobs for later (retries backing off, jobs enqueued with a
             // delay): with scheduled jobs included, run rounds until one runs nothing.
             if !(self.scheduled && ran) {
+                check_leftovers(&self.client, &self.queues, drained.is_empty()).await;
                 return drained;
             }
         }

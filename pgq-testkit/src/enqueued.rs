@@ -169,8 +169,17 @@ pub async fn refute_enqueued_with_in<T: Task>(
     expect: Expect,
     predicate: impl Fn(&T) -> bool,
 ) {
+    assert!(
+        expect.expected_count().is_none(),
+        "Expect::count has no meaning in a refute, which fails on any match"
+    );
     let jobs = jobs_of::<T>(conn).await;
-    let matching = matching(&jobs, &expect, &predicate);
+    // A payload that does not decode as `T` may be what the predicate refutes: it fails.
+    let matching: Vec<JobId> = jobs
+        .iter()
+        .filter(|(job, task)| expect.matches(job) && task.as_ref().map_or(true, &predicate))
+        .map(|(job, _)| job.id)
+        .collect();
     if !matching.is_empty() {
         let found: Vec<_> = jobs
             .into_iter()
@@ -205,8 +214,13 @@ fn describe<T>(jobs: &[(Job, Result<T, String>)]) -> String {
                 Ok(_) => String::new(),
                 Err(err) => format!(" (does not decode: {err})"),
             };
+            let tags = job
+                .meta
+                .as_ref()
+                .and_then(|meta| meta.get("tags"))
+                .map_or_else(String::new, |tags| format!(", tags {tags}"));
             format!(
-                "\n  job {}: {}, queue {:?}, priority {}, run_at {}, payload {}{undecodable}",
+                "\n  job {}: {}, queue {:?}, priority {}, run_at {}{tags}, payload {}{undecodable}",
                 job.id, job.status, job.queue, job.priority, job.run_at, job.payload
             )
         })

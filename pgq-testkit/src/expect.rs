@@ -54,8 +54,14 @@ impl Expect {
         self
     }
 
-    /// At this priority.
+    /// At this priority, within `limits::MIN_PRIORITY..=limits::MAX_PRIORITY` (no job has
+    /// another: asking for one panics).
     pub fn priority(mut self, priority: i16) -> Self {
+        let range = pgq_core::limits::MIN_PRIORITY..=pgq_core::limits::MAX_PRIORITY;
+        assert!(
+            range.contains(&priority),
+            "Expect::priority({priority}): no job has it, priorities are {range:?}"
+        );
         self.priority = Some(priority);
         self
     }
@@ -75,6 +81,10 @@ impl Expect {
     /// Scheduled to run between these times, both included, to the microsecond (what
     /// PostgreSQL keeps: a time given to the enqueue is stored cut to its microsecond).
     pub fn scheduled_between(mut self, from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        assert!(
+            from <= to,
+            "Expect::scheduled_between({from}, {to}): the range is empty, no job matches it"
+        );
         self.scheduled = Some(Scheduled::Between(from, to));
         self
     }

@@ -235,3 +235,65 @@ async fn a_dropped_drain_stops_its_running_handler() {
         .expect("the handler was dropped with its drain")
         .unwrap_err();
 }
+
+/// A task whose handler lives in another binary: this one cannot run it.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "email")]
+struct Elsewhere;
+
+async fn drain_panic(
+    drain: impl Future<Output = Vec<pgq_core::DrainedJob>> + Send + 'static,
+) -> String {
+    let panic = tokio::spawn(drain)
+        .await
+        .expect_err("the drain panics")
+        .into_panic();
+    panic.downcast::<String>().map(|m| *m).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_drain_that_leaves_due_jobs_it_cannot_run_fails_naming_them() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.enqueue(Welcome { user_id: 1 }).await.unwrap();
+    let stranded = client.enqueue(Elsewhere).await.unwrap().id();
+
+    let owned = client.clone();
+    let message = drain_panic(async move { pgq_testkit::drain(&owned, "email").await }).await;
+    assert!(
+        message.contains(&format!("job {stranded} (Elsewhere)")),
+        "{message}"
+    );
+    let message = drain_panic(Drain::new(&client).queue("email").run()).await;
+    assert!(
+        message.contains(&format!("job {stranded} (Elsewhere)")),
+        "{message}"
+    );
+    // What it could run, it ran.
+    assert_eq!(
+        client.job(stranded).await.unwrap().unwrap().status,
+        pgq_core::JobStatus::Pending
+    );
+}
+
+#[tokio::test]
+async fn draining_a_queue_nothing_declares_or_uses_fails_as_a_typo() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let typo = client.clone();
+    let message = drain_panic(async move { pgq_testkit::drain(&typo, "emial").await }).await;
+    assert!(
+        message.contains("\"emial\"") && message.contains("mistyped"),
+        "{message}"
+    );
+    // A declared queue with nothing in it drains to nothing, as does one used by an override.
+    assert!(pgq_testkit::drain(&client, "email").await.is_empty());
+    let elsewhere = EnqueueOptions::default()
+        .queue("overflow")
+        .delay(Duration::from_secs(60));
+    client
+        .enqueue_with(Welcome { user_id: 2 }, elsewhere)
+        .await
+        .unwrap();
+    assert!(pgq_testkit::drain(&client, "overflow").await.is_empty());
+}

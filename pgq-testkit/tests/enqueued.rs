@@ -191,3 +191,51 @@ async fn a_failing_assertion_says_what_was_expected_and_lists_what_was_there() {
     );
     assert!(message.contains("\"user_id\":5"), "{message}");
 }
+
+#[tokio::test]
+async fn a_refute_fails_on_a_payload_that_does_not_decode() {
+    let db = TestDatabase::new().await;
+    // An older shape of the task: the predicate cannot tell whether it matches.
+    sqlx::query(
+        "INSERT INTO pgq.jobs (task, queue, payload) VALUES ('SendReminder', 'email', '{\"user\": 7}')",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let pool = db.pool().clone();
+    let message = failure(async move {
+        refute_enqueued_with::<SendReminder>(&pool, Expect::default(), |r| r.user_id == 7).await
+    })
+    .await;
+    assert!(message.contains("does not decode"), "{message}");
+    let pool = db.pool().clone();
+    let message = failure(async move {
+        pgq_testkit::refute_enqueued::<SendReminder>(&pool, |r| r.user_id == 7).await
+    })
+    .await;
+    assert!(message.contains("does not decode"), "{message}");
+}
+
+#[test]
+fn expectations_no_job_can_meet_fail_where_they_are_made() {
+    let panics = |f: fn()| std::panic::catch_unwind(f).is_err();
+    assert!(panics(|| {
+        let _ = Expect::default().priority(1001);
+    }));
+    assert!(panics(|| {
+        let now = Utc::now();
+        let _ = Expect::default().scheduled_between(now, now - chrono::Duration::seconds(1));
+    }));
+    let _ = Expect::default().priority(0).priority(1000);
+}
+
+#[tokio::test]
+async fn a_count_in_a_refute_fails() {
+    let db = TestDatabase::new().await;
+    let pool = db.pool().clone();
+    let message = failure(async move {
+        refute_enqueued_with::<SendReminder>(&pool, Expect::default().count(1), |_| true).await
+    })
+    .await;
+    assert!(message.contains("count"), "{message}");
+}

@@ -116,6 +116,31 @@ pub(crate) async fn make_due(store: &Store, id: JobId) -> Result<()> {
     }
 }
 
+/// For each queue: whether any job is in it, and its first due pending jobs whose task is not
+/// one of `$2` (no handler linked), as `job ID (TASK)`.
+const LEFTOVERS: &str = "
+SELECT q.queue,
+       EXISTS (SELECT 1 FROM pgq.jobs WHERE queue = q.queue) AS used,
+       ARRAY(SELECT 'job ' || id || ' (' || task || ')' FROM pgq.jobs
+             WHERE queue = q.queue AND phase = 0 AND run_at <= now() AND task <> ALL ($2)
+             ORDER BY id LIMIT 5) AS stranded
+FROM unnest($1::text[]) AS q(queue)";
+
+/// Per queue of `queues`: whether any job is in it, and due jobs no task of `runnable` runs.
+pub(crate) async fn leftovers(
+    store: &Store,
+    queues: &[String],
+    runnable: &[&str],
+) -> Result<Vec<(String, bool, Vec<String>)>> {
+    let rows = sqlx::query_as(store.sql(LEFTOVERS))
+        .persistent(store.prepared())
+        .bind(queues)
+        .bind(runnable)
+        .fetch_all(store.pool())
+        .await?;
+    Ok(rows)
+}
+
 const PENDING: &str =
     "SELECT id, payload FROM pgq.jobs WHERE task = $1 AND status = 'pending' ORDER BY id";
 
@@ -185,6 +210,7 @@ mod tests {
         crate::store::sql::assert_renders(&[
             super::ADVANCE,
             super::MAKE_DUE,
+            super::LEFTOVERS,
             super::MAKE_QUEUES_DUE,
             super::OF_TASK,
         ]);
