@@ -226,7 +226,7 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
             .map(|(seq, at)| (*seq, (starts[seq] - *at).as_secs_f64() * 1000.0))
             .collect()
     };
-    eprintln_slowest(&by_seq, &raw_latencies);
+    eprintln_slowest(&by_seq, &enqueue_calls, &raw_latencies);
     let mut latencies: Vec<f64> = by_seq.iter().map(|(_, ms)| *ms).collect();
     // `--latency 0` measures none.
     if !latencies.is_empty() {
@@ -251,9 +251,9 @@ pub(crate) async fn run(s: &Settings, client: &Client) -> Outcome {
     Ok(())
 }
 
-/// The slowest wake-ups, on stderr, each beside raw SQL's of the same turn: whether a slow one
-/// was the host's moment (both slow) or pgq's own.
-fn eprintln_slowest(by_seq: &[(u64, f64)], raw: &[f64]) {
+/// The slowest wake-ups, on stderr, each with its enqueue call's share and beside raw SQL's of
+/// the same turn: whether a slow one was the host's moment (both slow) or pgq's own.
+fn eprintln_slowest(by_seq: &[(u64, f64)], enqueues: &[f64], raw: &[f64]) {
     use std::io::Write as _;
     let mut slowest = by_seq.to_vec();
     slowest.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -261,8 +261,12 @@ fn eprintln_slowest(by_seq: &[(u64, f64)], raw: &[f64]) {
         .iter()
         .take(4)
         .map(|(seq, ms)| {
-            let raw = raw.get(*seq as usize).copied().unwrap_or(f64::NAN);
-            format!("#{seq} {ms:.2} ms (raw SQL {raw:.2} ms)")
+            let at = |of: &[f64]| of.get(*seq as usize).copied().unwrap_or(f64::NAN);
+            format!(
+                "#{seq} {ms:.2} ms (its enqueue {:.2} ms; raw SQL {:.2} ms)",
+                at(enqueues),
+                at(raw)
+            )
         })
         .collect();
     let _ = writeln!(
