@@ -114,3 +114,36 @@ async fn pgq_web_without_a_token_answers_only_requests_addressed_to_this_host() 
     let (status, _) = get_as(&addr, "dashboard.internal", "/", Some("let-me-in")).await;
     assert_eq!(status, 200);
 }
+
+/// A job page following a job that has not finished keeps a stream open; Ctrl-C still stops the
+/// dashboard, after a short grace.
+#[tokio::test]
+async fn pgq_web_stops_on_ctrl_c_with_a_live_stream_open() {
+    let db = TestDatabase::new().await;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO pgq.jobs (task, queue, payload) VALUES ('Later', 'q', '{}') RETURNING id",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    let (mut child, addr) = start(&db, None).await;
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    let request = format!("GET /jobs/{id}/live HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = [0; 12];
+    stream.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+
+    let pid = child.id().unwrap().to_string();
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let exited = tokio::time::timeout(LIMIT, child.wait())
+        .await
+        .expect("pgq web stops after Ctrl-C")
+        .unwrap();
+    assert!(exited.success(), "{exited}");
+    drop(stream);
+}

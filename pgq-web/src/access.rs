@@ -55,7 +55,9 @@ fn carries(dashboard: &Dashboard, token: &str, headers: &HeaderMap) -> bool {
     let bearer = headers
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
+        // The scheme's name is case-insensitive (RFC 9110).
+        .and_then(|value| value.split_once(' '))
+        .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then_some(token));
     if let Some(bearer) = bearer {
         // The given token signed and compared with the expected signature in constant time.
         // An empty one is never the token: a token configured empty lets no one in.

@@ -1,5 +1,7 @@
 //! [`DashboardConfig`]: what the dashboard shows and allows.
 
+use std::fmt;
+
 /// How the dashboard shows job payloads, which may hold personal or secret data.
 ///
 /// ```
@@ -35,12 +37,24 @@ pub enum PayloadView {
 ///     .payloads(PayloadView::Masked(vec!["email".into()]));
 /// assert!(config.is_read_only());
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct DashboardConfig {
     pub(crate) prefix: String,
     pub(crate) read_only: bool,
     pub(crate) payloads: PayloadView,
     pub(crate) access_token: Option<String>,
+}
+
+/// Never the token: a configuration printed to a log must not let its reader in.
+impl fmt::Debug for DashboardConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DashboardConfig")
+            .field("prefix", &self.prefix)
+            .field("read_only", &self.read_only)
+            .field("payloads", &self.payloads)
+            .field("access_token", &self.access_token.as_ref().map(|_| ".."))
+            .finish()
+    }
 }
 
 impl DashboardConfig {

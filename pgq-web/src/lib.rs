@@ -8,6 +8,7 @@ mod config;
 mod cookie;
 mod csrf;
 mod dashboard;
+mod headers;
 mod page;
 mod payload;
 mod percent;

@@ -10,6 +10,7 @@ use crate::assets;
 use crate::config::DashboardConfig;
 use crate::csrf;
 use crate::dashboard::Dashboard;
+use crate::headers;
 use crate::view;
 
 /// The dashboard for `client`'s database, as a `Router` to serve or to nest in an application:
@@ -60,5 +61,6 @@ pub fn router(client: Client, config: DashboardConfig) -> Router {
             dashboard.clone(),
             access::require,
         ))
+        .layer(middleware::map_response(headers::security))
         .with_state(dashboard)
 }

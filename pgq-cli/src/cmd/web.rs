@@ -3,6 +3,7 @@
 use std::io::Write as _;
 use std::net::IpAddr;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -37,14 +38,28 @@ pub(crate) async fn run(global: &Global, args: &WebArgs) -> Outcome {
     if args.token.is_none() {
         app = app.layer(middleware::from_fn(addressed_to_this_host));
     }
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|err| Failure::Failed(format!("the dashboard stopped: {err}")))?;
+    let (stopping, mut stop) = tokio::sync::watch::channel(false);
+    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        let _ = stopping.send(true);
+    });
+    // Requests in flight finish, within a grace: a job page following a job that runs for hours
+    // keeps its stream open, and would otherwise keep the dashboard running after Ctrl-C.
+    let grace = async {
+        let _ = stop.wait_for(|stopped| *stopped).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        served = serve => {
+            served.map_err(|err| Failure::Failed(format!("the dashboard stopped: {err}")))?;
+        }
+        () = grace => {}
+    }
     Ok(ExitCode::SUCCESS)
 }
+
+/// How long requests in flight at Ctrl-C may take to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
 /// Without a token the dashboard listens on a loopback address, where any page the browser
 /// opens could reach it under a name of its own that resolves there (DNS rebinding): it answers

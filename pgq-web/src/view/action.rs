@@ -4,7 +4,7 @@
 
 use axum::Form;
 use axum::extract::rejection::{FormRejection, PathRejection};
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest as _, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use maud::{Markup, html};
@@ -37,16 +37,22 @@ fn writable(dashboard: &Dashboard) -> Result<(), Problem> {
     Ok(())
 }
 
+/// The form of an action's request, read only once the dashboard is known to be writable: a
+/// read-only one refuses without reading the body.
+async fn form(dashboard: &Dashboard, request: Request) -> Result<(HeaderMap, Fields), Problem> {
+    writable(dashboard)?;
+    let headers = request.headers().clone();
+    let Form(fields) = Form::<Fields>::from_request(request, dashboard)
+        .await
+        .map_err(|rejection: FormRejection| Problem::from(rejection))?;
+    Ok((headers, fields))
+}
+
 /// `POST /jobs/action`: `action` on every `id` ticked.
-pub(crate) async fn jobs(
-    State(dashboard): State<Dashboard>,
-    headers: HeaderMap,
-    form: Result<Form<Fields>, FormRejection>,
-) -> Answer {
-    let result = match (writable(&dashboard), form) {
-        (Err(refused), _) => Err(refused),
-        (Ok(()), Ok(Form(fields))) => act_on_jobs(&dashboard, &headers, &fields).await,
-        (Ok(()), Err(rejection)) => Err(rejection.into()),
+pub(crate) async fn jobs(State(dashboard): State<Dashboard>, request: Request) -> Answer {
+    let result = match form(&dashboard, request).await {
+        Ok((headers, fields)) => act_on_jobs(&dashboard, &headers, &fields).await,
+        Err(problem) => Err(problem),
     };
     Answer(dashboard, result)
 }
@@ -157,16 +163,15 @@ fn is_own_path(path: &str) -> bool {
 pub(crate) async fn queue(
     State(dashboard): State<Dashboard>,
     action: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    form: Result<Form<Fields>, FormRejection>,
+    request: Request,
 ) -> Answer {
-    let result = match (writable(&dashboard), action, form) {
-        (Err(refused), _, _) => Err(refused),
-        (Ok(()), Err(rejection), _) => Err(rejection.into()),
-        (Ok(()), _, Err(rejection)) => Err(rejection.into()),
-        (Ok(()), Ok(Path(action)), Ok(Form(fields))) => {
-            act_on_queue(&dashboard, &action, &headers, &fields).await
-        }
+    let result = match (writable(&dashboard), action) {
+        (Err(refused), _) => Err(refused),
+        (Ok(()), Err(rejection)) => Err(rejection.into()),
+        (Ok(()), Ok(Path(action))) => match form(&dashboard, request).await {
+            Ok((headers, fields)) => act_on_queue(&dashboard, &action, &headers, &fields).await,
+            Err(problem) => Err(problem),
+        },
     };
     Answer(dashboard, result)
 }

@@ -127,6 +127,7 @@ fn details(dashboard: &Dashboard, job: &Job, now: DateTime<Utc>) -> Markup {
     let times = [
         ("Enqueued", Some(job.created_at)),
         ("Due", Some(job.run_at)),
+        ("Claimed", job.claimed_at),
         ("Started", job.started_at),
         ("Finished", job.completed_at),
         ("Lease until", job.lease_expires_at),

@@ -9,12 +9,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::{self, Stream};
+use futures_util::stream::{self, Stream, StreamExt as _};
 use pgq_core::Job;
 use serde_json::json;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::dashboard::Dashboard;
+use crate::page;
 use crate::problem::Problem;
 use crate::view::job::job_id;
 
@@ -31,18 +32,25 @@ pub(crate) async fn events(
     };
     // A browser's EventSource gives up on a 503 instead of retrying: the page stays as loaded.
     let Ok(permit) = dashboard.live_streams.clone().try_acquire_owned() else {
-        return (
+        return page::problem(
+            &dashboard,
             StatusCode::SERVICE_UNAVAILABLE,
             "too many job pages are following their jobs live",
-        )
-            .into_response();
+        );
     };
-    match dashboard.client.watch(id).await {
-        Ok(watch) => Sse::new(changes(watch, permit))
-            .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-            .into_response(),
-        Err(err) => Problem::from(err).page(&dashboard),
-    }
+    let mut watch = match dashboard.client.watch(id).await {
+        Ok(watch) => watch,
+        Err(err) => return Problem::from(err).page(&dashboard),
+    };
+    // The job as it is, read before answering: a job that does not exist is a 404, as its page.
+    let now = match watch.next().await {
+        Ok(now) => now,
+        Err(err) => return Problem::from(err).page(&dashboard),
+    };
+    let first = stream::iter(now.map(|job| Ok(job_event(&job))));
+    Sse::new(first.chain(changes(watch, permit)))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
 }
 
 /// One `job` event a change; a `gone` event if the job was deleted or the watch failed, then

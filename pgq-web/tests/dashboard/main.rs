@@ -4,6 +4,7 @@ mod access;
 mod browser;
 mod failed_job;
 mod hostile;
+mod http;
 mod job_list;
 mod live;
 mod pages;
