@@ -125,3 +125,88 @@ async fn the_jobs_span_continues_the_trace_of_the_request_that_enqueued_it() {
         .expect("a schedule's job is tagged with its schedule");
     assert!(meta.get("trace").is_none(), "{meta}");
 }
+
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "traced", unique_key = "order:{order}")]
+struct Reprice {
+    order: u32,
+    cents: u32,
+}
+
+#[async_trait]
+impl Handler for Reprice {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// A replace made in a traced request takes that request's trace, and keeps the tags of the job
+/// it replaces: the trace context is metadata too, and must not push the tags out.
+#[tokio::test]
+async fn a_replace_in_a_traced_request_keeps_the_jobs_tags() {
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(InMemorySpanExporter::default())
+        .build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("pgq-test")));
+    // This test's thread only: the other test sets the process's subscriber.
+    let _subscriber = tracing::subscriber::set_default(subscriber);
+
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let tagged = pgq_core::EnqueueOptions::default().tag("tenant", "acme");
+    let id = client
+        .enqueue_with(
+            Reprice {
+                order: 7,
+                cents: 100,
+            },
+            tagged,
+        )
+        .await
+        .unwrap()
+        .id();
+    let request = tracing::info_span!("PUT /orders/7");
+    let replace = pgq_core::EnqueueOptions::default().replace();
+    let replaced = client
+        .enqueue_with(
+            Reprice {
+                order: 7,
+                cents: 120,
+            },
+            replace,
+        )
+        .instrument(request)
+        .await
+        .unwrap();
+    assert_eq!(replaced, pgq_core::Enqueued::Replaced(id));
+
+    let job = client.job(id).await.unwrap().unwrap();
+    let meta = job.meta.unwrap();
+    assert_eq!(meta["tags"]["tenant"], "acme", "{meta}");
+    assert!(
+        meta["trace"]["traceparent"]
+            .as_str()
+            .unwrap()
+            .starts_with("00-"),
+        "{meta}"
+    );
+    assert_eq!(job.payload["cents"], 120);
+
+    // Tags the replace names take the place of the job's.
+    let retagged = pgq_core::EnqueueOptions::default()
+        .replace()
+        .tag("tier", "gold");
+    client
+        .enqueue_with(
+            Reprice {
+                order: 7,
+                cents: 130,
+            },
+            retagged,
+        )
+        .await
+        .unwrap();
+    let tags = client.job(id).await.unwrap().unwrap().meta.unwrap()["tags"].clone();
+    assert_eq!(tags, serde_json::json!({"tier": "gold"}));
+}

@@ -38,7 +38,8 @@ pub struct EnqueueOptions {
     /// Queue instead of the task's.
     pub queue: Option<String>,
     /// When a still-pending job holds the unique key, update its payload, priority and run_at
-    /// instead of leaving it as it is.
+    /// (and its tags, if these options name any) instead of leaving it as it is. A task without
+    /// a unique key has no such job: its enqueue inserts, as without `replace`.
     pub replace: bool,
     /// Tags an operator finds the job by, kept in its `meta` under `"tags"`: at most
     /// [`MAX_TAGS`](limits::MAX_TAGS), names of 1 to 64 bytes, values of at most 256.
@@ -189,6 +190,18 @@ pub(crate) struct PreparedBatch {
 
 /// Checks the options against the task's settings and builds the row template.
 pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTemplate<'a>> {
+    // The derive checks the name when it compiles; a `Task` written by hand meets the column's
+    // bound here, as a typed error rather than the database's.
+    let name_len = T::NAME.chars().count();
+    if name_len == 0 || name_len > limits::MAX_TASK_NAME_LEN || T::NAME.contains('\0') {
+        return Err(invalid::<T>(
+            "name",
+            format!(
+                "a task name has 1 to {} characters and no NUL",
+                limits::MAX_TASK_NAME_LEN
+            ),
+        ));
+    }
     let queue = options.queue.as_deref().unwrap_or(T::QUEUE);
     queue::validate(queue)?;
     if T::CONCURRENCY.is_some() && queue != T::QUEUE {

@@ -57,7 +57,7 @@ macro_rules! skip_taken_key {
 /// one, the insert skips a taken key, and a pending holder that appeared since (inserted, or
 /// put back to pending) is updated in the next round.
 macro_rules! replace_one {
-    ($columns:literal, $values:literal, $also:literal) => {
+    ($columns:literal, $values:literal, $also:expr) => {
         concat!(
             "WITH replaced AS (
     UPDATE pgq.jobs AS job
@@ -100,6 +100,18 @@ const INSERT_ONE_UNIQUE: &str = insert_one!(", unique_key", ", $6", skip_taken_k
 
 const REPLACE_ONE: &str = replace_one!("", "", "");
 
+/// A replace's metadata: the holder's, with the new job's over it key by key — its tags when it
+/// names any (the holder's stay otherwise), its trace context — or the new job's alone when the
+/// two together would pass the column's bound.
+macro_rules! replaced_meta {
+    () => {
+        "meta = CASE WHEN $10::jsonb IS NULL THEN job.meta
+                WHEN octet_length((coalesce(job.meta, '{}'::jsonb) || $10::jsonb)::text) <= 4096
+                THEN coalesce(job.meta, '{}'::jsonb) || $10::jsonb
+                ELSE $10::jsonb END, "
+    };
+}
+
 /// Jobs with metadata (tags, trace context), $10: plain jobs never pay for the column's domain
 /// check.
 const INSERT_ONE_META: &str = insert_one!(", meta", ", $10::jsonb", "");
@@ -107,7 +119,7 @@ const INSERT_ONE_META: &str = insert_one!(", meta", ", $10::jsonb", "");
 const INSERT_ONE_UNIQUE_META: &str =
     insert_one!(", unique_key, meta", ", $6, $10::jsonb", skip_taken_key!());
 
-const REPLACE_ONE_META: &str = replace_one!(", meta", ", $10::jsonb", "meta = $10::jsonb, ");
+const REPLACE_ONE_META: &str = replace_one!(", meta", ", $10::jsonb", replaced_meta!());
 
 /// Jobs with a concurrency key: its key and limit ($11, $12) and its metadata, maybe NULL, so
 /// that plain jobs keep their statements.
@@ -123,13 +135,16 @@ const INSERT_ONE_UNIQUE_CONCURRENCY: &str = insert_one!(
     skip_taken_key!()
 );
 
-/// A replace keeps the pending job's metadata when the new one has none, as [`REPLACE_ONE`]
+/// A replace merges the new job's metadata into the pending job's, as [`REPLACE_ONE_META`]
 /// does, and takes the new job's concurrency key and limit: the key is made from the payload
 /// it replaces.
 const REPLACE_ONE_CONCURRENCY: &str = replace_one!(
     ", meta, concurrency_key, concurrency_limit",
     ", $10::jsonb, $11, $12",
-    "meta = coalesce($10::jsonb, job.meta), concurrency_key = $11, concurrency_limit = $12, "
+    concat!(
+        replaced_meta!(),
+        "concurrency_key = $11, concurrency_limit = $12, "
+    )
 );
 
 const FIND_ACTIVE: &str = "SELECT id, status = 'pending' AS pending FROM pgq.jobs

@@ -205,7 +205,7 @@ SELECT ",
        coalesce(finished.completed, 0) AS completed, coalesce(finished.failed, 0) AS failed,
        coalesce(finished.cancelled, 0) AS cancelled
 FROM pending FULL JOIN held USING (queue) FULL JOIN finished USING (queue)
-ORDER BY queue"
+ORDER BY queue COLLATE \"C\""
 );
 
 /// The depth of every queue with jobs pending or held, and nothing else: its cost is that of

@@ -524,3 +524,38 @@ fn a_client_dropped_after_its_runtime_ended_does_not_panic() {
     drop(client);
     drop(db);
 }
+
+/// Written by hand, so that no derive checks its name.
+#[derive(Debug, Serialize, Deserialize)]
+struct Unnamed;
+
+impl Task for Unnamed {
+    const NAME: &'static str = "";
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct LongNamed;
+
+impl Task for LongNamed {
+    const NAME: &'static str = "a-task-name-longer-than-the-column-takes-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+}
+
+#[tokio::test]
+async fn a_hand_written_task_name_the_column_cannot_take_is_a_typed_error() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    assert!(LongNamed::NAME.len() > pgq_core::limits::MAX_TASK_NAME_LEN);
+    for result in [
+        client.enqueue(Unnamed).await,
+        client.enqueue(LongNamed).await,
+    ] {
+        assert!(
+            matches!(result, Err(Error::InvalidOption { option: "name", .. })),
+            "{result:?}"
+        );
+    }
+    assert!(matches!(
+        client.enqueue_many([Unnamed]).await,
+        Err(Error::InvalidOption { option: "name", .. })
+    ));
+}

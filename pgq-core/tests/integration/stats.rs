@@ -228,3 +228,39 @@ async fn finished_history_counts_each_queue_s_jobs_per_minute_over_the_last_hour
         ]
     );
 }
+
+/// Queue names sort by their bytes, as `Client::queues` sorts them, whatever the database's
+/// collation: here one that puts `a` before `B`.
+#[tokio::test]
+async fn stats_order_queues_by_name_whatever_the_collation() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql(
+        "ALTER TABLE pgq.jobs ALTER COLUMN queue SET DATA TYPE pgq.queue_name COLLATE \"en-x-icu\"",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let client = db.client();
+    for queue in ["b", "a", "B", "A"] {
+        client
+            .enqueue_with(CountMe { n: 1 }, EnqueueOptions::default().queue(queue))
+            .await
+            .unwrap();
+    }
+    let stats: Vec<String> = client
+        .stats()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.queue)
+        .collect();
+    assert_eq!(stats, ["A", "B", "a", "b"]);
+    let queues: Vec<String> = client
+        .queues()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|q| q.name)
+        .collect();
+    assert_eq!(queues, stats);
+}
