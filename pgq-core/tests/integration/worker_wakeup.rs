@@ -46,6 +46,15 @@ async fn listening_worker(
     (handle, events)
 }
 
+/// A connection of the test's own that hears every enqueue's notification.
+async fn insert_listener(db: &TestDatabase) -> sqlx::postgres::PgListener {
+    let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
+        .await
+        .unwrap();
+    listener.listen("pgq_insert").await.unwrap();
+    listener
+}
+
 #[tokio::test]
 async fn an_idle_worker_starts_a_new_job_at_once_and_survives_a_killed_listener() {
     let db = TestDatabase::new().await;
@@ -83,10 +92,7 @@ async fn a_burst_of_enqueues_shares_notifications_and_every_job_starts_at_once()
     let db = TestDatabase::new().await;
     // A wide window, so that the burst shares it however slowly the machine runs.
     let client = db.client().with_wakeup_window(Duration::from_secs(1));
-    let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
-        .await
-        .unwrap();
-    listener.listen("pgq_insert").await.unwrap();
+    let mut listener = insert_listener(&db).await;
     let (handle, _events) = listening_worker(&client, "wakeup", 4).await;
 
     // 50 enqueues at once: the poll interval is an hour, so only notifications start them.
@@ -243,10 +249,7 @@ async fn a_replace_wakes_the_queue_of_the_job_it_replaces() {
 async fn a_batch_notifies_once_when_due_and_never_when_it_inserts_nothing_due() {
     let db = TestDatabase::new().await;
     let client = db.client();
-    let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
-        .await
-        .unwrap();
-    listener.listen("pgq_insert").await.unwrap();
+    let mut listener = insert_listener(&db).await;
 
     client
         .enqueue_many((0..3).map(|n| Wake { n }))
@@ -294,10 +297,7 @@ async fn a_batch_notifies_once_when_due_and_never_when_it_inserts_nothing_due() 
 async fn overlapping_enqueues_still_notify_every_window() {
     let db = TestDatabase::new().await;
     let client = db.client().with_wakeup_window(Duration::from_millis(10));
-    let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
-        .await
-        .unwrap();
-    listener.listen("pgq_insert").await.unwrap();
+    let mut listener = insert_listener(&db).await;
     let heard = tokio::spawn(async move {
         let mut at = Vec::new();
         while let Ok(notification) = listener.recv().await {
@@ -344,10 +344,7 @@ async fn overlapping_enqueues_still_notify_every_window() {
 async fn making_a_delayed_job_due_notifies_its_queue() {
     let db = TestDatabase::new().await;
     let client = db.client();
-    let mut listener = sqlx::postgres::PgListener::connect_with(db.pool())
-        .await
-        .unwrap();
-    listener.listen("pgq_insert").await.unwrap();
+    let mut listener = insert_listener(&db).await;
     // Not due: its enqueue wakes nobody.
     let later = EnqueueOptions::default().delay(Duration::from_secs(86_400));
     let id = client
