@@ -454,3 +454,56 @@ async fn concurrent_batches_with_overlapping_keys_never_deadlock() {
     .await;
     assert_eq!(deadlocks().await, before, "the database detected deadlocks");
 }
+
+/// A batch with unique keys is all or nothing, over the rounds it may take: here its first round
+/// inserts one job and frees the other's key (the holder is cancelled meanwhile, by a trigger of
+/// the test's), and its second round fails. Nothing of the batch stays.
+#[tokio::test]
+async fn a_keyed_batch_whose_second_round_fails_leaves_nothing() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let holder = client
+        .enqueue(Sync {
+            account: "1".into(),
+        })
+        .await
+        .unwrap()
+        .id();
+    sqlx::raw_sql(
+        "CREATE TABLE test_rounds (n int);
+         CREATE FUNCTION test_round() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             INSERT INTO test_rounds VALUES (1);
+             IF (SELECT count(*) FROM test_rounds) = 1 THEN
+                 UPDATE pgq.jobs SET status = 'cancelled', phase = 2, completed_at = now()
+                 WHERE unique_key = 'sync:1' AND status = 'pending';
+             ELSE
+                 RAISE EXCEPTION 'the second round fails';
+             END IF;
+             RETURN NULL;
+         END $$;
+         CREATE TRIGGER test_round AFTER INSERT ON pgq.jobs
+             FOR EACH STATEMENT EXECUTE FUNCTION test_round();",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+
+    let batch = client
+        .enqueue_many([
+            Sync {
+                account: "1".into(),
+            },
+            Sync {
+                account: "2".into(),
+            },
+        ])
+        .await;
+    assert!(batch.is_err(), "{batch:?}");
+    let jobs: Vec<(i64, String)> =
+        sqlx::query_as("SELECT id, status::text FROM pgq.jobs ORDER BY id")
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(jobs, [(holder.get(), "pending".to_owned())]);
+}
