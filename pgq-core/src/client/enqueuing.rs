@@ -149,9 +149,7 @@ impl Client {
     /// tasks of the same batch). Returns one outcome per task, in order.
     ///
     /// The batch is checked before anything is written: one task over the payload limit
-    /// refuses the whole batch. It is all or nothing: a batch with unique keys, which may take
-    /// a second statement for a key whose holder finished meanwhile, runs in one transaction.
-    /// Idle workers of the queue are woken once, when it commits.
+    /// refuses the whole batch. Idle workers of the queue are woken once, by the same statement.
     ///
     /// ```no_run
     /// # use pgq_core::{Client, Task};
@@ -201,22 +199,12 @@ impl Client {
             return Ok(Vec::new());
         }
         let enqueued = async {
-            run!(self.store, |conn| async {
-                // With unique keys a batch may take several rounds (a key whose holder finished
-                // meanwhile goes in the next): one transaction makes it all or nothing, and a
-                // retry after a deadlock starts from nothing. Without keys it is one statement;
-                // behind a pooler `run!` already holds a transaction.
-                if batch.unique_keys.iter().any(Option::is_some) && !self.store.pinned() {
-                    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-                    let enqueued =
-                        store::enqueue::insert_many(&self.store, &mut tx, &template, &batch)
-                            .await?;
-                    tx.commit().await?;
-                    Ok(enqueued)
-                } else {
-                    store::enqueue::insert_many(&self.store, conn, &template, &batch).await
-                }
-            })
+            run!(self.store, |conn| store::enqueue::insert_many(
+                &self.store,
+                conn,
+                &template,
+                &batch
+            ))
         }
         .instrument(template.span(batch.payloads.len()))
         .await?;
