@@ -150,6 +150,10 @@ impl Client {
     ///
     /// The batch is checked before anything is written: one task over the payload limit
     /// refuses the whole batch. Idle workers of the queue are woken once, by the same statement.
+    /// A task whose key's holder finishes while the batch runs goes in a second statement of its
+    /// own (each commits as it runs, so that batches with keys in common never deadlock); for
+    /// all or nothing, enqueue inside your transaction with
+    /// [`enqueue_many_in`](Self::enqueue_many_in).
     ///
     /// ```no_run
     /// # use pgq_core::{Client, Task};
