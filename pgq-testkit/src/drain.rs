@@ -51,7 +51,7 @@ async fn check_leftovers(client: &Client, queues: &[String], ran_nothing: bool) 
         if ran_nothing && !used && !declared {
             panic!(
                 "nothing to drain in queue {queue:?}: no task linked into this binary declares \
-                 it and no job was ever enqueued to it (a mistyped queue name?)"
+                 it and it holds no job (a mistyped queue name?)"
             );
         }
     }
