@@ -8,13 +8,22 @@ use chrono::{DateTime, Utc};
 /// Prints `value` as one line of JSON.
 pub(crate) fn json(value: &serde_json::Value) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer(&mut out, value)?;
-    writeln!(out)
+    unless_closed(serde_json::to_writer(&mut out, value).map_err(std::io::Error::from))?;
+    unless_closed(writeln!(out))
 }
 
 /// Prints a line of text.
 pub(crate) fn line(text: &str) -> std::io::Result<()> {
-    writeln!(std::io::stdout().lock(), "{text}")
+    unless_closed(writeln!(std::io::stdout().lock(), "{text}"))
+}
+
+/// A write to a reader that has gone (`pgq jobs list | head -1`) is not the command's failure:
+/// what it did stands, and its exit code says how that went. Any other write error is.
+fn unless_closed(written: std::io::Result<()>) -> std::io::Result<()> {
+    match written {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => written,
+    }
 }
 
 /// Prints rows under a header, each column as wide as its widest cell, every cell
@@ -39,7 +48,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()
             .zip(&widths)
             .map(|(cell, &width)| format!("{cell:<width$}"))
             .collect();
-        writeln!(out, "{}", cells.join("  ").trim_end())?;
+        unless_closed(writeln!(out, "{}", cells.join("  ").trim_end()))?;
     }
     Ok(())
 }

@@ -225,6 +225,38 @@ async fn an_action_on_a_job_in_the_wrong_state_says_which_state_it_was_in() {
     assert!(stderr(&missing).contains("job 999999 not found"));
 }
 
+/// Runs `pgq` with `args` writing to a pipe whose reader has gone, as `pgq ... | head -1` after
+/// `head` exits: every write to standard output fails.
+fn pgq_into_closed_pipe(db: &TestDatabase, args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    Command::new(env!("CARGO_BIN_EXE_pgq"))
+        .args(args)
+        .env("DATABASE_URL", db.url())
+        .env_remove("PGQ_SCHEMA")
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("the pgq binary runs")
+}
+
+#[tokio::test]
+async fn a_closed_output_pipe_leaves_the_exit_code_to_what_the_command_did() {
+    let db = TestDatabase::new().await;
+    let failed = failed_jobs(&db, 2).await;
+    let listed = pgq_into_closed_pipe(&db, &["jobs", "list", "--status", "failed"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    assert_eq!(stderr(&listed), "");
+    // The retry is done and exits 0; a retry of a job in the wrong state still exits 1.
+    let retried = pgq_into_closed_pipe(&db, &["jobs", "retry", &failed[0].to_string()]);
+    assert_eq!(retried.status.code(), Some(0), "{}", stderr(&retried));
+    assert_eq!(stderr(&retried), "");
+    assert_eq!(count(&db, "failed").await, 1);
+    let again = pgq_into_closed_pipe(&db, &["jobs", "retry", &failed[0].to_string()]);
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+}
+
 #[tokio::test]
 async fn queues_pause_and_resume_from_the_command_line() {
     let db = TestDatabase::new().await;
