@@ -39,6 +39,12 @@ FROM (SELECT id FROM raw_latency
 WHERE job.id = next.id
 RETURNING job.id, job.payload";
 
+/// One raw wake-up's times, in milliseconds.
+pub(crate) struct RawWakeup {
+    pub(crate) total_ms: f64,
+    pub(crate) insert_ms: f64,
+}
+
 /// An inserting connection, a claiming one and a listening one, taken out of the pool (the
 /// claim's session setting goes with its connection).
 pub(crate) struct RawWakeups {
@@ -67,14 +73,19 @@ impl RawWakeups {
         Ok(raw)
     }
 
-    /// One wake-up, in milliseconds: the insert's start to the claim's return.
-    pub(crate) async fn wake_up(&mut self) -> Result<f64, sqlx::Error> {
+    /// One wake-up: the insert's start to the claim's return, and to the insert's return (the
+    /// share an enqueue call has of pgq's), in milliseconds.
+    pub(crate) async fn wake_up(&mut self) -> Result<RawWakeup, sqlx::Error> {
         let at = Instant::now();
         sqlx::query(INSERT).execute(&mut self.inserter).await?;
+        let insert_ms = at.elapsed().as_secs_f64() * 1000.0;
         self.listener.recv().await?;
         let claimed = sqlx::query(CLAIM).fetch_all(&mut self.claimer).await?;
-        let elapsed = at.elapsed().as_secs_f64() * 1000.0;
+        let total_ms = at.elapsed().as_secs_f64() * 1000.0;
         assert_eq!(claimed.len(), 1, "each wake-up claims the one row inserted");
-        Ok(elapsed)
+        Ok(RawWakeup {
+            total_ms,
+            insert_ms,
+        })
     }
 }
