@@ -109,6 +109,11 @@ async fn pgq_web_without_a_token_answers_only_requests_addressed_to_this_host() 
     let (status, page) = get_as(&addr, &format!("rebound.example:{port}"), "/", None).await;
     assert_eq!(status, 421, "{page}");
     assert!(page.contains("--token"), "{page}");
+    // A page of the dashboard's own, with its security headers.
+    let head = page.to_lowercase();
+    assert!(head.contains("content-type: text/html"), "{page}");
+    assert!(head.contains("x-frame-options: deny"), "{page}");
+    assert!(page.contains("<h1>Misdirected Request</h1>"), "{page}");
     // With a token, the token is the guard, whatever the name.
     let (_child, addr) = start(&db, Some("let-me-in")).await;
     let (status, _) = get_as(&addr, "dashboard.internal", "/", Some("let-me-in")).await;

@@ -43,6 +43,7 @@ pub struct DashboardConfig {
     pub(crate) read_only: bool,
     pub(crate) payloads: PayloadView,
     pub(crate) access_token: Option<String>,
+    pub(crate) loopback_only: bool,
 }
 
 /// Never the token: a configuration printed to a log must not let its reader in.
@@ -53,6 +54,7 @@ impl fmt::Debug for DashboardConfig {
             .field("read_only", &self.read_only)
             .field("payloads", &self.payloads)
             .field("access_token", &self.access_token.as_ref().map(|_| ".."))
+            .field("loopback_only", &self.loopback_only)
             .finish()
     }
 }
@@ -111,6 +113,20 @@ impl DashboardConfig {
     /// ```
     pub fn access_token(mut self, token: impl Into<String>) -> Self {
         self.access_token = Some(token.into());
+        self
+    }
+
+    /// Whether only requests addressed to this host by a loopback name (`localhost`,
+    /// `127.0.0.1`, `[::1]`, in their `Host`) are answered; others get 421 Misdirected Request.
+    /// For a dashboard served without a token on a loopback address, as `pgq web` serves one: a
+    /// web page whose name is made to resolve to that address (DNS rebinding) names its own host,
+    /// and cannot read or act on the dashboard. Off by default.
+    ///
+    /// ```
+    /// let config = pgq_web::DashboardConfig::new().loopback_only(true);
+    /// ```
+    pub fn loopback_only(mut self, loopback_only: bool) -> Self {
+        self.loopback_only = loopback_only;
         self
     }
 

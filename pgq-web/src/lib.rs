@@ -9,6 +9,7 @@ mod cookie;
 mod csrf;
 mod dashboard;
 mod headers;
+mod host;
 mod page;
 mod payload;
 mod percent;

@@ -11,6 +11,7 @@ use crate::config::DashboardConfig;
 use crate::csrf;
 use crate::dashboard::Dashboard;
 use crate::headers;
+use crate::host;
 use crate::view;
 
 /// The dashboard for `client`'s database, as a `Router` to serve or to nest in an application:
@@ -60,6 +61,10 @@ pub fn router(client: Client, config: DashboardConfig) -> Router {
         .layer(middleware::from_fn_with_state(
             dashboard.clone(),
             access::require,
+        ))
+        .layer(middleware::from_fn_with_state(
+            dashboard.clone(),
+            host::addressed_to_this_host,
         ))
         .layer(middleware::map_response(headers::security))
         .with_state(dashboard)

@@ -108,6 +108,26 @@ async fn retry_moves_failed_and_cancelled_jobs_back_to_pending_with_attempts_lef
     assert_eq!(status_of(&client, ids[3]).await, Some(Completed));
 }
 
+/// "At least one attempt left" holds when asked for none: a job that spent all its attempts
+/// comes back with room for one more, not with `attempts == max_attempts`.
+#[tokio::test]
+async fn a_retry_asking_for_no_attempts_still_leaves_one() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let once = EnqueueOptions::default().max_attempts(1);
+    let id = client
+        .enqueue_with(Actionable { n: 1 }, once)
+        .await
+        .unwrap()
+        .id();
+    // Its one attempt spent.
+    support::put_in(db.pool(), id, JobStatus::Failed, "boom").await;
+    let report = client.retry_jobs(id, 0).await.unwrap();
+    assert_eq!(report.changed, vec![id]);
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!((job.attempts, job.max_attempts), (1, 2), "{job:?}");
+}
+
 #[tokio::test]
 async fn cancel_stops_pending_jobs_and_asks_held_ones_to_stop() {
     let db = TestDatabase::new().await;

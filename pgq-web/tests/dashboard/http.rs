@@ -52,6 +52,38 @@ async fn a_missing_jobs_live_stream_is_a_404_like_its_page() {
     assert!(head.contains("text/event-stream"), "{head}");
 }
 
+/// `loopback_only`: a request naming another host (DNS rebinding) gets a 421 page of the
+/// dashboard's own, with its security headers; loopback names are answered.
+#[tokio::test]
+async fn loopback_only_answers_loopback_names_and_refuses_others_with_a_page() {
+    let db = TestDatabase::new().await;
+    let served = serve(db.client(), DashboardConfig::new().loopback_only(true), "").await;
+    let port = served.url.rsplit(':').next().unwrap().to_owned();
+    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+        let request = format!("GET / HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+        let head = answer_head(&served.url, &request).await;
+        assert!(head.starts_with("http/1.1 200"), "{host}: {head}");
+    }
+    for path in ["/", "/assets/dashboard.css", "/login"] {
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nhost: rebound.example:{port}\r\nconnection: close\r\n\r\n"
+        );
+        let head = answer_head(&served.url, &request).await;
+        assert!(head.starts_with("http/1.1 421"), "{path}: {head}");
+        assert!(head.contains("content-type: text/html"), "{path}: {head}");
+        assert!(head.contains("x-frame-options: deny"), "{path}: {head}");
+        assert!(head.contains("cache-control: no-store"), "{path}: {head}");
+    }
+    // Off by default: an application mounting the router answers its own names.
+    let open = serve(db.client(), DashboardConfig::new(), "").await;
+    let request = "GET / HTTP/1.1\r\nhost: jobs.internal\r\nconnection: close\r\n\r\n";
+    assert!(
+        answer_head(&open.url, request)
+            .await
+            .starts_with("http/1.1 200")
+    );
+}
+
 #[tokio::test]
 async fn every_answer_carries_the_security_headers() {
     let db = TestDatabase::new().await;
