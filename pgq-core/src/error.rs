@@ -280,6 +280,27 @@ impl Error {
         })
     }
 
+    /// Whether the statement failed for want of the database, not because of what it asked: the
+    /// connection broke or did not answer, no connection could be had in time, or the server is
+    /// shutting down or starting. The same statement may succeed once the database is back.
+    pub(crate) fn is_unreachable(&self) -> bool {
+        let Error::Database(err) = self else {
+            return matches!(self, Error::Unresponsive(_));
+        };
+        match err {
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut => true,
+            // Connection exceptions (class 08); the server shutting down, crashed or starting;
+            // too many connections.
+            err => err
+                .as_database_error()
+                .and_then(|err| err.code())
+                .is_some_and(|code| {
+                    code.starts_with("08")
+                        || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300")
+                }),
+        }
+    }
+
     /// Whether the connection the error came from is no use for the next statement: it did not
     /// answer in time (its pool's check would wait as long), or it holds statements a migration
     /// made stale. Such a connection is closed rather than given back to its pool.

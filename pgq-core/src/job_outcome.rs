@@ -33,7 +33,8 @@ pub enum JobOutcome {
     Released,
     /// This worker no longer held the job (its lease was lost); the result was dropped.
     LeaseLost,
-    /// The outcome could not be written (the database was unreachable); the job's lease will
-    /// run out and it will be retried.
+    /// The outcome could not be written: the database refused the write, or the worker stopped
+    /// before the database could be reached again (while it cannot be, the write is tried
+    /// again). The job's lease will run out and it will be retried.
     Unrecorded,
 }

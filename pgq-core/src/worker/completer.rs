@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use crate::attempt::{AttemptState, Start};
 use crate::error::Result;
@@ -24,6 +25,9 @@ use crate::worker::event::WorkerEvent;
 use crate::worker::held::HeldJobs;
 use crate::worker::report::{Finished, Reporter};
 use crate::worker::slots::{Active, QueueSlots};
+
+/// The longest pause between two tries of an outcome the database could not be reached for.
+const UNREACHABLE_PAUSE: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub(crate) struct Completer {
@@ -179,7 +183,7 @@ impl Completer {
     ) -> (JobOutcome, Option<String>) {
         let (written, error) = if state.started().await {
             state.flush().await;
-            self.write(&state, queue, returned).await
+            self.write_once_reachable(&state, queue, &returned).await
         } else {
             (Ok(None), None)
         };
@@ -202,12 +206,38 @@ impl Completer {
         (outcome, error)
     }
 
+    /// [`write`](Self::write), again while the database cannot be reached: a failure, retry,
+    /// snooze or cancellation is written once it is back, as a success is with a later tick,
+    /// rather than left to the lease's end (which would spend an attempt and lose the handler's
+    /// error). Meanwhile the lease is renewed as for a running handler; the fence still decides,
+    /// and a shutdown past its grace, which releases the job, ends the tries.
+    async fn write_once_reachable(
+        &self,
+        state: &AttemptState,
+        queue: &str,
+        returned: &Return,
+    ) -> (Result<Option<JobOutcome>>, Option<String>) {
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let (written, error) = self.write(state, queue, returned).await;
+            match &written {
+                Err(err) if err.is_unreachable() && !state.is_abandoned() => {
+                    let _span = state.trace.span().enter();
+                    tracing::warn!(error = %err, "could not write the attempt's outcome; trying again");
+                }
+                _ => return (written, error),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(UNREACHABLE_PAUSE);
+        }
+    }
+
     /// Writes what the attempt's return means for the job. `Ok(None)`: the fence did not hold.
     async fn write(
         &self,
         state: &AttemptState,
         queue: &str,
-        returned: Return,
+        returned: &Return,
     ) -> (Result<Option<JobOutcome>>, Option<String>) {
         // The fence decides: an expired lease nobody took over still lets this attempt finish.
         let fence = self.fence(state);
@@ -255,7 +285,7 @@ impl Completer {
                 ));
                 (held(written, JobOutcome::Completed), None)
             }
-            Return::Err(err) => self.write_failure(state, queue, fence, &err).await,
+            Return::Err(err) => self.write_failure(state, queue, fence, err).await,
             Return::Panicked(message) => {
                 let err = TaskError::retry(format_args!("handler panicked: {message}"));
                 self.write_failure(state, queue, fence, &err).await

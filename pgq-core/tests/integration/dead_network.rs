@@ -123,6 +123,62 @@ async fn a_worker_behind_a_blackholed_network_recovers_and_loses_nothing() {
     handle.shutdown().await.unwrap();
 }
 
+/// A handler that snoozes on its last attempt while the database cannot be reached.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "netsplit", max_attempts = 1)]
+struct SnoozeAcrossTheSplit;
+
+#[async_trait]
+impl Handler for SnoozeAcrossTheSplit {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        support::pass_gate(ctx).await;
+        Err(TaskError::snooze(Duration::from_secs(3600)))
+    }
+}
+
+/// An outcome other than a plain success whose write finds the database gone is written once
+/// it is back, not left to the lease's end: a snooze on the last attempt stays a snooze, its
+/// attempt given back, instead of a rescue that spends it and fails the job.
+#[tokio::test]
+async fn a_snooze_written_while_the_database_is_gone_lands_once_it_is_back() {
+    let db = TestDatabase::new().await;
+    let direct = db.client();
+    let (proxy, pool) = through_a_proxy(&db).await;
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(Client::new(pool))
+        .queue("netsplit", 1)
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let id = direct.enqueue(SnoozeAcrossTheSplit).await.unwrap().id();
+    support::event(
+        &mut events,
+        |e| matches!(e, pgq_core::WorkerEvent::JobStarted { id: started, .. } if *started == id),
+    )
+    .await;
+
+    // Every connection is cut, and every new one refused, when the handler returns.
+    let connections = proxy.connections();
+    proxy.set_mode(ProxyMode::Reset);
+    gate.add_permits(1);
+    // The outcome's write was tried and failed: it asked for a connection of its own.
+    support::eventually(|| async { (proxy.connections() > connections).then_some(()) }).await;
+    proxy.set_mode(ProxyMode::Pass);
+
+    let (outcome, _) = support::finished(&mut events, id).await;
+    assert_eq!(outcome, JobOutcome::Snoozed);
+    let job = direct.job(id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.attempts),
+        (JobStatus::Pending, 0),
+        "{job:?}"
+    );
+    assert!(job.run_at > chrono::Utc::now() + chrono::Duration::minutes(50));
+    handle.shutdown().await.unwrap();
+}
+
 /// A tick whose connection died waits at most a second before the queue claims again, however
 /// long the poll interval of a worker that leans on notifications.
 #[tokio::test]
