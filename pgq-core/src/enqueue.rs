@@ -190,18 +190,7 @@ pub(crate) struct PreparedBatch {
 
 /// Checks the options against the task's settings and builds the row template.
 pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTemplate<'a>> {
-    // The derive checks the name when it compiles; a `Task` written by hand meets the column's
-    // bound here, as a typed error rather than the database's.
-    let name_len = T::NAME.chars().count();
-    if name_len == 0 || name_len > limits::MAX_TASK_NAME_LEN || T::NAME.contains('\0') {
-        return Err(invalid::<T>(
-            "name",
-            format!(
-                "a task name has 1 to {} characters and no NUL",
-                limits::MAX_TASK_NAME_LEN
-            ),
-        ));
-    }
+    check_name(T::NAME)?;
     let queue = options.queue.as_deref().unwrap_or(T::QUEUE);
     queue::validate(queue)?;
     if T::CONCURRENCY.is_some() && queue != T::QUEUE {
@@ -367,6 +356,24 @@ fn check_key<T: Task>(option: &'static str, key: Option<&str>, max_bytes: usize)
             option,
             format!("{} bytes; a key has 1 to {max_bytes} bytes", key.len()),
         ));
+    }
+    Ok(())
+}
+
+/// Refuses a task name the column cannot hold. The derive checks the name when it compiles; a
+/// `Task` written by hand meets the column's bound here, as a typed error rather than the
+/// database's.
+pub(crate) fn check_name(task: &'static str) -> Result<()> {
+    let len = task.chars().count();
+    if len == 0 || len > limits::MAX_TASK_NAME_LEN || task.contains('\0') {
+        return Err(Error::InvalidOption {
+            task,
+            option: "name",
+            reason: format!(
+                "a task name has 1 to {} characters and no NUL",
+                limits::MAX_TASK_NAME_LEN
+            ),
+        });
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ mod live_worker;
 mod maintenance;
 mod metric;
 mod migrate;
+mod panic_message;
 mod payload;
 mod periodic;
 mod periodic_testing;

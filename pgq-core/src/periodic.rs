@@ -85,9 +85,10 @@ impl Unchecked {
         self.queue
     }
 
-    /// Checks the expression, the time zone, the name and the policy, and the task's queue,
-    /// priority and attempts as an enqueue does: a hand-written `Task` may declare any.
+    /// Checks the expression, the time zone, the name and the policy, and the task's name,
+    /// queue, priority and attempts as an enqueue does: a hand-written `Task` may declare any.
     pub(crate) fn check(self) -> Result<Periodic> {
+        enqueue::check_name(self.task)?;
         crate::queue::validate(self.queue)?;
         enqueue::check_bounds(self.task, self.priority, self.max_attempts)?;
         let name = self.schedule.name.unwrap_or_else(|| self.task.to_owned());

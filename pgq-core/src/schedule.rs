@@ -160,6 +160,12 @@ pub(crate) struct Cadence {
 impl Cadence {
     /// Parses an expression and a time zone name; the error says which is wrong.
     pub(crate) fn parse(cron: &str, zone: &str) -> Result<Self, String> {
+        let fields = cron.split_whitespace().count();
+        if !(5..=6).contains(&fields) && !cron.trim_start().starts_with('@') {
+            return Err(format!(
+                "cron expression {cron:?} has {fields} fields; it has six, seconds first, or five"
+            ));
+        }
         let parsed = croner::Cron::from_str(cron)
             .map_err(|err| format!("cron expression {cron:?} does not parse: {err}"))?;
         let zone = zone.parse::<chrono_tz::Tz>().map_err(|_| {
@@ -167,7 +173,12 @@ impl Cadence {
                 "unknown time zone {zone:?}; use an IANA name such as \"Europe/Paris\" or \"UTC\""
             )
         })?;
-        Ok(Self { cron: parsed, zone })
+        let cadence = Self { cron: parsed, zone };
+        // A date no calendar has (the 30th of February) parses, and would never come.
+        if cadence.next_after(Utc::now()).is_none() {
+            return Err(format!("cron expression {cron:?} names no instant to come"));
+        }
+        Ok(cadence)
     }
 
     /// The first instant strictly after `t`.
@@ -350,6 +361,23 @@ mod tests {
             err.starts_with("unknown time zone \"Mars/Olympus\""),
             "{err}"
         );
+    }
+
+    #[test]
+    fn expressions_that_never_fire_or_have_other_fields_are_refused() {
+        let started = std::time::Instant::now();
+        let err = Cadence::parse("0 0 0 30 2 *", "UTC").unwrap_err();
+        assert_eq!(
+            err,
+            "cron expression \"0 0 0 30 2 *\" names no instant to come"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let err = Cadence::parse("0 0 0 1 1 * 2020", "UTC").unwrap_err();
+        assert!(err.contains("has 7 fields"), "{err}");
+        let err = Cadence::parse("0 0", "UTC").unwrap_err();
+        assert!(err.contains("has 2 fields"), "{err}");
+        // A leap day comes.
+        Cadence::parse("0 0 0 29 2 *", "UTC").unwrap();
     }
 
     #[test]

@@ -254,6 +254,15 @@ mod tests {
             bad_cron[0].starts_with("cron expression does not parse"),
             "{bad_cron:?}"
         );
+        let with_a_year = errors(parse_quote!(
+            #[task(cron = "0 0 0 1 1 * 2030")]
+            struct Y;
+        ));
+        assert!(
+            with_a_year[0]
+                .starts_with("a cron expression has six fields, seconds first, or five (not 7)"),
+            "{with_a_year:?}"
+        );
         let long: DeriveInput = syn::parse_str(&format!(
             "#[task(cron = \"{} * * * * *\")] struct L;",
             " ".repeat(300)

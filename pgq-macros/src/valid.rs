@@ -191,6 +191,17 @@ fn cron(cx: &Ctxt, lit: &LitStr) -> Option<Cron> {
         );
         return None;
     }
+    let fields = expression.split_whitespace().count();
+    if !(5..=6).contains(&fields) && !expression.trim_start().starts_with('@') {
+        cx.error_spanned_by(
+            lit,
+            format_args!(
+                "a cron expression has six fields, seconds first, or five (not {fields}): \
+                 `sec min hour day-of-month month day-of-week`, e.g. \"0 */5 * * * *\""
+            ),
+        );
+        return None;
+    }
     match croner::Cron::from_str(&expression) {
         Ok(_) => Some(Cron {
             expression,

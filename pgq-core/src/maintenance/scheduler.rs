@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -18,10 +19,12 @@ use md5::{Digest as _, Md5};
 use tokio::sync::watch;
 
 use crate::defaults;
+use crate::enqueue::PreparedTask;
 use crate::enqueued::JobTemplate;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job_id::JobId;
 use crate::maintenance::{self, Service};
+use crate::panic_message::panic_message;
 use crate::periodic::Periodic;
 use crate::schedule;
 use crate::store::schedules::{Definition, InstantJob};
@@ -239,7 +242,7 @@ pub(crate) async fn enqueue_due(
     };
     let mut jobs = Vec::with_capacity(due.instants.len());
     for &instant in &due.instants {
-        let prepared = (periodic.make)(max_payload_bytes)?;
+        let prepared = make(periodic, max_payload_bytes)?;
         jobs.push(InstantJob {
             template: JobTemplate {
                 task: periodic.task,
@@ -277,6 +280,19 @@ pub(crate) async fn enqueue_due(
             None => Step::Lost,
         },
     )
+}
+
+/// The job of one instant, as the schedule's factory makes it. The factory is the
+/// application's code (its closure, `Default`, `Serialize`): one that panics fails this step of
+/// this schedule, as a payload over the limit does, not the scheduler of every schedule.
+fn make(periodic: &Periodic, max_payload_bytes: usize) -> Result<PreparedTask> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| (periodic.make)(max_payload_bytes)))
+        .unwrap_or_else(|panic| {
+            Err(Error::InvalidSchedule {
+                schedule: periodic.name.chars().take(80).collect(),
+                reason: format!("making its task panicked: {}", panic_message(panic)),
+            })
+        })
 }
 
 /// One step for `schedules` at `now` outside any worker, with the same bookkeeping: what the

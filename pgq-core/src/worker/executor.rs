@@ -16,6 +16,7 @@ use crate::attempt_trace::{AttemptTrace, Traced};
 use crate::client::Client;
 use crate::context::JobContext;
 use crate::job_outcome::JobOutcome;
+use crate::panic_message::panic_message;
 use crate::state::StateMap;
 use crate::store::tick::ClaimedJob;
 use crate::task_error::TaskError;
@@ -130,15 +131,5 @@ fn returned(result: Handled) -> Return {
         Ok(Ok(Err(err))) => Return::Err(err),
         Ok(Err(panic)) => Return::Panicked(panic_message(panic)),
         Err(Aborted) => Return::Aborted,
-    }
-}
-
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(message) => *message,
-        Err(payload) => match payload.downcast::<&'static str>() {
-            Ok(message) => (*message).to_owned(),
-            Err(_) => "a non-string panic payload".to_owned(),
-        },
     }
 }

@@ -344,6 +344,93 @@ async fn a_schedule_of_a_task_no_enqueue_accepts_is_refused_by_build() {
     );
 }
 
+/// Written by hand with a name the column cannot hold: every registration of the worker's
+/// schedules would fail on it.
+#[derive(Debug, Serialize, Deserialize)]
+struct HandWrittenName;
+
+impl Task for HandWrittenName {
+    const NAME: &'static str = "";
+    const QUEUE: &'static str = "sched_beat";
+}
+
+#[tokio::test]
+async fn a_schedule_of_a_task_whose_name_no_row_holds_is_refused_by_build() {
+    let db = TestDatabase::new().await;
+    let built = Worker::builder(db.client())
+        .queue("sched_beat", 1)
+        .periodic(Schedule::cron("* * * * * *").name("nameless"), || {
+            HandWrittenName
+        })
+        .build();
+    assert!(
+        matches!(&built, Err(Error::InvalidOption { option: "name", .. })),
+        "{built:?}"
+    );
+}
+
+/// Jobs of `Beat` whose payload's `n` is `n`.
+async fn beats(pool: &PgPool, n: u32) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pgq.jobs WHERE task = 'Beat' AND payload->>'n' = $1")
+        .bind(n.to_string())
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// A schedule's factory is the application's code: one that panics fails that schedule's step,
+/// which is tried again, and the other schedules keep their instants.
+#[tokio::test]
+async fn a_factory_that_panics_stops_neither_its_schedule_nor_the_others() {
+    let db = TestDatabase::new().await;
+    let panicked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let first = panicked.clone();
+    let broken_calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let calls = broken_calls.clone();
+    let worker = Worker::builder(db.client())
+        .queue("sched_beat", 2)
+        .periodic(Schedule::cron("* * * * * *").name("broken"), move || {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if calls.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                panic!("this factory always fails");
+            }
+            Beat { n: 3 }
+        })
+        .periodic(Schedule::cron("* * * * * *").name("steady"), || Beat {
+            n: 1,
+        })
+        .periodic(Schedule::cron("* * * * * *").name("flaky"), move || {
+            if !first.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                panic!("the factory's first call fails");
+            }
+            Beat { n: 2 }
+        })
+        .leader_lease(Duration::from_secs(2))
+        .build()
+        .unwrap()
+        .start();
+    support::eventually(|| async {
+        panicked
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then_some(())
+    })
+    .await;
+    let steady_before = beats(db.pool(), 1).await;
+    support::eventually(|| async {
+        let steady = beats(db.pool(), 1).await;
+        let flaky = beats(db.pool(), 2).await;
+        (steady >= steady_before + 2 && flaky >= 2).then_some(())
+    })
+    .await;
+    // A schedule that keeps failing is tried again at its next instant, not in a loop.
+    let calls = broken_calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (1..=10).contains(&calls),
+        "the broken factory ran {calls} times"
+    );
+    worker.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn bad_schedules_are_refused_by_build() {
     let db = TestDatabase::new().await;
@@ -371,6 +458,11 @@ async fn bad_schedules_are_refused_by_build() {
     let seconds = (0..60).map(|s| s.to_string()).collect::<Vec<_>>().join(",");
     let (_, reason) = build(Schedule::cron(format!("{seconds} {seconds} * * * *")), None);
     assert_eq!(reason, "a cron expression has at most 256 characters");
+    let (_, reason) = build(Schedule::cron("0 0 0 30 2 *"), None);
+    assert_eq!(
+        reason,
+        "cron expression \"0 0 0 30 2 *\" names no instant to come"
+    );
     let (_, reason) = build(
         Schedule::cron("* * * * * *").time_zone("Mars/Olympus"),
         None,
