@@ -302,6 +302,8 @@ pub(crate) struct ClaimedJob {
     /// Claimed as `running`, its handler to start at once; otherwise `claimed`, waiting for a
     /// slot, its start written by a later tick.
     pub(crate) running: bool,
+    /// When the claim came back: how long a job claimed ahead has waited for a slot.
+    pub(crate) received: tokio::time::Instant,
 }
 
 /// One attempt to complete or start, by its fence. An attempt to complete may still be
@@ -443,6 +445,7 @@ mod column {
 fn read_rows(rows: &[PgRow], asked: usize) -> Result<TickResult> {
     let mut result = TickResult::default();
     let mut claimed = Vec::with_capacity(rows.len());
+    let received = tokio::time::Instant::now();
     for row in rows {
         let id = JobId::from(row.try_get::<i64, _>(column::ID)?);
         match row.try_get::<&str, _>(column::STEP)? {
@@ -473,6 +476,7 @@ fn read_rows(rows: &[PgRow], asked: usize) -> Result<TickResult> {
                         run_at: row.try_get(column::RUN_AT)?,
                         meta: row.try_get(column::META)?,
                         running: row.try_get(column::RUNNING)?,
+                        received,
                     },
                 ));
             }

@@ -47,6 +47,10 @@ const COALESCE_WINDOW: Duration = Duration::from_millis(1);
 /// long poll interval (fleets that lean on notifications) must not stall the queue as long.
 const AFTER_A_FAILED_TICK: Duration = Duration::from_secs(1);
 
+/// How long a job claimed ahead may wait for a slot before it goes back to pending: the
+/// handlers holding the slots are slow or hung, and another worker may have one free.
+const HOARDING: Duration = Duration::from_secs(2);
+
 /// What a dispatcher works with, besides its queue.
 #[derive(Debug, Clone)]
 pub(crate) struct Dispatch {
@@ -150,6 +154,7 @@ pub(crate) async fn dispatch(dispatch: Dispatch, queue: Arc<QueueSlots>, store: 
             d.release_claimed().await;
         } else {
             d.start_claimed();
+            d.release_hoarded().await;
         }
         let want = if stop { 0 } else { d.want() };
         if in_flight.len() < d.dispatch.ticks_in_flight
@@ -495,6 +500,28 @@ impl Dispatcher {
 
     /// Jobs claimed but not started when the worker stops go straight back to pending (those
     /// claimed as `running` too: their handlers never ran).
+    /// Gives back the jobs claimed ahead that have waited [`HOARDING`] for a slot, their
+    /// attempts unspent, and wakes the loop when the next one will have. No claim asks for more
+    /// ahead while no handler returns, so a worker whose slots are all held up does not claim
+    /// them again.
+    async fn release_hoarded(&mut self) {
+        while let Some(job) = self.claimed.front() {
+            let until = job.received + HOARDING;
+            if Instant::now() < until {
+                self.next_poll = self.next_poll.min(until);
+                return;
+            }
+            if let Some(job) = self.claimed.pop_front() {
+                tracing::debug!(job = %job.id, "a job claimed ahead waited too long for a slot; released");
+                self.dispatch
+                    .executor
+                    .completer
+                    .release_unstarted(job.id, job.attempt)
+                    .await;
+            }
+        }
+    }
+
     async fn release_claimed(&mut self) {
         for job in std::mem::take(&mut self.claimed) {
             self.dispatch

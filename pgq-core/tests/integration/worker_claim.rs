@@ -272,3 +272,78 @@ async fn an_idle_worker_claims_what_waits_at_once_in_order_with_each_tasks_lease
     support::completed(&handle, 4).await;
     handle.shutdown().await.unwrap();
 }
+
+/// Quick, or holding its slot until the test adds a permit.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "claim-hoard")]
+struct MaybeHung {
+    hangs: bool,
+}
+
+#[async_trait]
+impl Handler for MaybeHung {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        if self.hangs {
+            support::pass_gate(ctx).await;
+        }
+        Ok(())
+    }
+}
+
+/// Quick jobs make a worker claim ahead of its slots; when the next job it starts hangs, the jobs
+/// it claimed ahead go back to pending within seconds, and another worker runs them.
+#[tokio::test]
+async fn jobs_claimed_ahead_of_a_hung_slot_go_back_for_other_workers() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let quick = |n| (0..n).map(|_| MaybeHung { hangs: false });
+    client.enqueue_many(quick(300)).await.unwrap();
+    let hung = client
+        .enqueue(MaybeHung { hangs: true })
+        .await
+        .unwrap()
+        .id();
+    let after: Vec<JobId> = client
+        .enqueue_many(quick(100))
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.id())
+        .collect();
+    let gate = Arc::new(Semaphore::new(0));
+    let first = Worker::builder(client.clone())
+        .queue("claim-hoard", 1)
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = first.events();
+    let first = first.start();
+    support::event(
+        &mut events,
+        |e| matches!(e, WorkerEvent::JobStarted { id, .. } if *id == hung),
+    )
+    .await;
+    let second = Worker::builder(client.clone())
+        .queue("claim-hoard", 4)
+        .state(gate.clone())
+        .build()
+        .unwrap()
+        .start();
+    support::eventually(|| async {
+        let mut done = 0;
+        for &id in &after {
+            if client.job(id).await.unwrap().unwrap().status == JobStatus::Completed {
+                done += 1;
+            }
+        }
+        (done == after.len()).then_some(())
+    })
+    .await;
+    for &id in &after {
+        let job = client.job(id).await.unwrap().unwrap();
+        assert_eq!(job.attempts, 1, "{job:?} ran once");
+    }
+    gate.add_permits(1);
+    first.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
+}
