@@ -50,9 +50,37 @@ fn build_with(
             ));
         }
     }
-    if tags.is_empty() && trace.is_none() {
-        return Ok(None);
+    let mut trace = trace;
+    loop {
+        if tags.is_empty() && trace.is_none() {
+            return Ok(None);
+        }
+        let (text, stored) = measured(tags, trace.clone());
+        if stored <= limits::MAX_META_BYTES {
+            return Ok(Some(text));
+        }
+        // The trace context is a courtesy, and its `tracestate` comes from whoever called the
+        // application (up to 32 vendors' entries): past the bound it goes, then the whole trace
+        // context, before the tags are refused.
+        trace = match trace {
+            Some(serde_json::Value::Object(mut context)) if context.contains_key("tracestate") => {
+                context.remove("tracestate");
+                Some(serde_json::Value::Object(context))
+            }
+            Some(_) => None,
+            None => {
+                return Err(format!(
+                    "the tags take {stored} bytes as JSON; at most {} are kept",
+                    limits::MAX_META_BYTES
+                ));
+            }
+        };
     }
+}
+
+/// `meta`'s text, and its size as the database's domain measures it: jsonb's text, a space
+/// after each `:` and `,`.
+fn measured(tags: &BTreeMap<String, String>, trace: Option<serde_json::Value>) -> (String, usize) {
     let mut meta = serde_json::Map::new();
     if !tags.is_empty() {
         meta.insert(
@@ -65,16 +93,8 @@ fn build_with(
     }
     let meta = serde_json::Value::Object(meta);
     let text = meta.to_string();
-    // Measured as the database's domain measures it: jsonb's text, a space after each `:`
-    // and `,`.
     let stored = text.len() + separators(&meta);
-    if stored > limits::MAX_META_BYTES {
-        return Err(format!(
-            "the tags take {stored} bytes as JSON; at most {} are kept",
-            limits::MAX_META_BYTES
-        ));
-    }
-    Ok(Some(text))
+    (text, stored)
 }
 
 /// The `:` and `,` between a value's entries, at every depth.
@@ -93,4 +113,40 @@ fn separators(value: &serde_json::Value) -> usize {
 
 fn shown(text: &str) -> String {
     text.chars().take(40).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::build_with;
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_trace_context_past_the_bound_goes_before_the_tags_are_refused() {
+        let vendors: Vec<String> = (0..32)
+            .map(|n| format!("v{n}={}", "x".repeat(200)))
+            .collect();
+        let trace = json!({"traceparent": PARENT, "tracestate": vendors.join(",")});
+        // Alone: its parent stays, its state goes.
+        let meta = build_with(&BTreeMap::new(), Some(trace.clone()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(meta, json!({"trace": {"traceparent": PARENT}}).to_string());
+        // Tags that leave no room for even the parent: the tags are kept, the trace goes.
+        let tags: BTreeMap<String, String> = (0..15)
+            .map(|n| (format!("key{n:03}"), "v".repeat(256)))
+            .collect();
+        let meta = build_with(&tags, Some(trace)).unwrap().unwrap();
+        assert!(!meta.contains("trace"), "{meta}");
+        // Tags past the bound on their own are still refused.
+        let tags: BTreeMap<String, String> = (0..16)
+            .map(|n| (format!("key{n:03}"), "v".repeat(256)))
+            .collect();
+        let err = build_with(&tags, None).unwrap_err();
+        assert!(err.starts_with("the tags take"), "{err}");
+    }
 }
