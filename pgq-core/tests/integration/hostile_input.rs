@@ -400,3 +400,65 @@ async fn the_worker_keeps_running_after_every_hostile_outcome() {
     );
     handle.shutdown().await.unwrap();
 }
+
+/// A float and its bits: the handler fails unless the float it reads is the one enqueued.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "floats")]
+struct Measure {
+    x: f64,
+    bits: u64,
+}
+
+#[async_trait]
+impl Handler for Measure {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        if self.x.to_bits() == self.bits {
+            Ok(())
+        } else {
+            Err(TaskError::fail(format!("read {:e}", self.x)))
+        }
+    }
+}
+
+/// jsonb keeps a number as a decimal, and gives `1.9e41` back as 42 digits: every finite float
+/// still reads back as itself, in the handler and through `Client::job`.
+#[tokio::test]
+async fn every_finite_float_reads_back_as_itself() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let floats = [
+        1.9e41,
+        1.7e308,
+        f64::MAX,
+        f64::MIN,
+        f64::MIN_POSITIVE,
+        5e-324,
+        0.1,
+        -2.5e-300,
+        123_456_789.123_456_79,
+    ];
+    let mut ids = Vec::new();
+    for x in floats {
+        let id = client
+            .enqueue(Measure {
+                x,
+                bits: x.to_bits(),
+            })
+            .await
+            .unwrap()
+            .id();
+        let job = client.job(id).await.unwrap().unwrap();
+        let read: Measure = serde_json::from_value(job.payload).unwrap();
+        assert_eq!(
+            read.x.to_bits(),
+            x.to_bits(),
+            "{x:e} read back as {:e}",
+            read.x
+        );
+        ids.push(id);
+    }
+    let drained = pgq_testkit::drain(&client, "floats").await;
+    for outcome in drained {
+        assert_eq!(outcome.outcome, JobOutcome::Completed, "{outcome:?}");
+    }
+}
