@@ -10,9 +10,50 @@
 //!   ([`WorkerBuilder::upkeep_connections`](crate::WorkerBuilder::upkeep_connections));
 //! - `pgq-listen`: the one LISTEN connection (none behind a transaction pooler).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
+use sqlx::postgres::PgConnectOptions;
+
+/// A pool of the worker's own, and how its connections are made from the client pool's.
+#[derive(Debug, Clone)]
+pub(crate) struct OwnPool {
+    pub(crate) pool: PgPool,
+    application_name: String,
+    settings: Vec<(&'static str, String)>,
+    /// The client pool's options its connections are made from.
+    made_from: Arc<PgConnectOptions>,
+}
+
+impl OwnPool {
+    /// Makes the pool's next connections from the client pool's options, if they changed since:
+    /// the credentials an application rotates there (`PgPool::set_connect_options`, a cloud IAM
+    /// token) reach the worker's connections as they are replaced.
+    pub(crate) fn follow(&mut self, client_pool: &PgPool) {
+        let now = client_pool.connect_options();
+        if !Arc::ptr_eq(&now, &self.made_from) {
+            self.pool
+                .set_connect_options(options(&now, &self.application_name, &self.settings));
+            self.made_from = now;
+        }
+    }
+}
+
+/// The client pool's options, with a connection name and `settings` of its own.
+fn options(
+    client: &PgConnectOptions,
+    application_name: &str,
+    settings: &[(&'static str, String)],
+) -> PgConnectOptions {
+    let options = client.clone().application_name(application_name);
+    // Only when there are any: sqlx sends an empty `options` otherwise, which poolers refuse.
+    if settings.is_empty() {
+        options
+    } else {
+        options.options(settings.iter().map(|(name, value)| (*name, value)))
+    }
+}
 
 /// A pool like `pool`, of at most `connections`, its connections named `application_name` and
 /// given `settings` at their start.
@@ -20,24 +61,23 @@ fn like(
     pool: &PgPool,
     connections: u32,
     application_name: &str,
-    settings: &[(&str, String)],
-) -> PgPool {
-    let mut options = pool
-        .connect_options()
-        .as_ref()
-        .clone()
-        .application_name(application_name);
-    // Only when there are any: sqlx sends an empty `options` otherwise, which poolers refuse.
-    if !settings.is_empty() {
-        options = options.options(settings.iter().map(|(name, value)| (*name, value)));
-    }
-    pool.options()
+    settings: Vec<(&'static str, String)>,
+) -> OwnPool {
+    let made_from = pool.connect_options();
+    let own = pool
+        .options()
         .clone()
         .max_connections(connections)
         .min_connections(0)
         // sqlx pings a connection before each use by default: a round trip per statement.
         .test_before_acquire(false)
-        .connect_lazy_with(options)
+        .connect_lazy_with(options(&made_from, application_name, &settings));
+    OwnPool {
+        pool: own,
+        application_name: application_name.to_owned(),
+        settings,
+        made_from,
+    }
 }
 
 /// Settings of every connection a worker opens for its own statements. A plan PostgreSQL caches
@@ -96,12 +136,12 @@ pub(crate) fn dispatch_pool(
     connections: u32,
     pooled: bool,
     limit: Option<Duration>,
-) -> PgPool {
+) -> OwnPool {
     like(
         pool,
         connections,
         &format!("pgq-dispatch:{queue}"),
-        &settings(pooled, &[ONE_PLAN], limit),
+        settings(pooled, &[ONE_PLAN], limit),
     )
 }
 
@@ -113,17 +153,17 @@ pub(crate) fn upkeep_pool(
     connections: u32,
     pooled: bool,
     limit: Option<Duration>,
-) -> PgPool {
+) -> OwnPool {
     like(
         pool,
         connections,
         "pgq-upkeep",
-        &settings(pooled, &[], limit),
+        settings(pooled, &[], limit),
     )
 }
 
 /// One listening connection, named `application_name`: a pool of its own for each attempt to
 /// listen, since a listener dropped after its connection went silent holds it for minutes.
 pub(crate) fn listen_pool(pool: &PgPool, application_name: &str) -> PgPool {
-    like(pool, 1, application_name, &[])
+    like(pool, 1, application_name, Vec::new()).pool
 }

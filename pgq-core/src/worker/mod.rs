@@ -16,6 +16,7 @@ mod executor;
 mod heartbeat;
 mod held;
 mod listener;
+mod options_follower;
 mod pacing;
 mod periodic;
 mod queue_settings;

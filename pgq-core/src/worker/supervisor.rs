@@ -21,12 +21,13 @@ use crate::store;
 use crate::store::workers::Registration;
 use crate::worker::builder::{self, WorkerConfig};
 use crate::worker::completer::Completer;
-use crate::worker::connections;
+use crate::worker::connections::{self, OwnPool};
 use crate::worker::dispatcher::{self, Dispatch};
 use crate::worker::executor::Executor;
 use crate::worker::heartbeat::{Heartbeat, MISSED_HEARTBEATS};
 use crate::worker::held::HeldJobs;
 use crate::worker::listener::Listener;
+use crate::worker::options_follower::OptionsFollower;
 use crate::worker::queue_settings::{self, SettingsReader};
 use crate::worker::renewer::{self, Renewer};
 use crate::worker::report::Reporter;
@@ -58,6 +59,8 @@ pub(crate) struct Runtime {
     /// Each queue's dispatch connections, in the order of `queues`.
     pub(crate) dispatch_pools: Vec<PgPool>,
     pub(crate) upkeep_pool: PgPool,
+    /// The dispatch and upkeep pools, to follow the client pool's connect options.
+    pub(crate) own_pools: Vec<OwnPool>,
     pub(crate) stopping: watch::Receiver<bool>,
 }
 
@@ -77,7 +80,7 @@ impl Runtime {
         let worker_id: Arc<str> = config.worker_id.as_str().into();
         let reporter = Reporter::new();
         let held = Arc::new(HeldJobs::default());
-        let dispatch_pools = queues
+        let dispatch: Vec<OwnPool> = queues
             .iter()
             .map(|queue| {
                 connections::dispatch_pool(
@@ -89,12 +92,15 @@ impl Runtime {
                 )
             })
             .collect();
-        let upkeep_pool = connections::upkeep_pool(
+        let upkeep = connections::upkeep_pool(
             client.pool(),
             config.upkeep_connections,
             client.is_pooled(),
             client.store().server_timeout(),
         );
+        let dispatch_pools = dispatch.iter().map(|own| own.pool.clone()).collect();
+        let upkeep_pool = upkeep.pool.clone();
+        let own_pools = dispatch.into_iter().chain([upkeep]).collect();
         let completer = Arc::new(Completer::new(
             client.store().clone(),
             client.store().on(upkeep_pool.clone()),
@@ -119,6 +125,7 @@ impl Runtime {
             reporter,
             dispatch_pools,
             upkeep_pool,
+            own_pools,
             stopping,
         }
     }
@@ -175,6 +182,11 @@ pub(crate) async fn supervise(
         interval: renewer::interval(shortest_lease.min(config.lease)),
     };
     let renewer = tokio::spawn(maintenance::run(renewer, finished.clone()));
+    let follower = OptionsFollower {
+        client_pool: executor.client.pool().clone(),
+        own: runtime.own_pools.clone(),
+    };
+    let follower = tokio::spawn(maintenance::run(follower, finished.clone()));
     // The heartbeat, like the renewer, goes on through the grace period. Each waits no longer
     // than its interval (a second at least): a statement hung on a silently dropped connection
     // would otherwise stretch the gap between two heartbeats past the registration's life.
@@ -311,6 +323,7 @@ pub(crate) async fn supervise(
     for upkeep in [
         listener,
         renewer,
+        follower,
         heartbeat,
         settings_reader,
         rescuer,

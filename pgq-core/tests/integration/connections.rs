@@ -169,3 +169,78 @@ async fn the_applications_own_statement_timeout_is_the_databases_error() {
     assert_eq!(code.as_deref(), Some("57014"), "{err:?}");
     holder.rollback().await.unwrap();
 }
+
+/// An application that rotates its pool's credentials (`set_connect_options`, as a cloud IAM
+/// token needs) rotates them for the worker's own connections: those made after the change log
+/// in with the new ones, and the worker goes on working.
+#[tokio::test]
+async fn the_workers_connections_follow_the_client_pools_new_credentials() {
+    let db = TestDatabase::new().await;
+    let role = format!("{}_rotated", db.name());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE \"{role}\" LOGIN PASSWORD '{role}';
+         GRANT USAGE ON SCHEMA pgq TO \"{role}\";
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgq TO \"{role}\";
+         GRANT USAGE ON ALL SEQUENCES IN SCHEMA pgq TO \"{role}\";"
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .test_before_acquire(false)
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let client = Client::new(pool.clone());
+    let worker = Worker::builder(client.clone())
+        .queue("budget-a", 1)
+        .build()
+        .unwrap()
+        .start();
+    pool.set_connect_options(db.connect_options().username(&role).password(&role));
+    // Connections made before the change keep their login; those made after take the new one.
+    let own_by = |app: &'static str| {
+        let (pool, role) = (db.pool().clone(), role.clone());
+        async move {
+            sqlx::query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = current_database() AND application_name = $1
+                   AND usename <> $2",
+            )
+            .bind(app)
+            .bind(&role)
+            .execute(&pool)
+            .await
+            .unwrap();
+            let by_role: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT FROM pg_stat_activity
+                 WHERE datname = current_database() AND application_name = $1 AND usename = $2)",
+            )
+            .bind(app)
+            .bind(&role)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            by_role
+        }
+    };
+    support::eventually(|| async {
+        (own_by("pgq-upkeep").await && own_by("pgq-dispatch:budget-a").await).then_some(())
+    })
+    .await;
+    let id = client.enqueue(Budgeted { n: 1 }).await.unwrap().id();
+    support::eventually(|| async {
+        let job = client.job(id).await.unwrap().unwrap();
+        (job.status == pgq_core::JobStatus::Completed).then_some(())
+    })
+    .await;
+    worker.shutdown().await.unwrap();
+    pool.close().await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP OWNED BY \"{role}\"; DROP ROLE \"{role}\""
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+}
