@@ -23,6 +23,10 @@ pub(crate) struct Global {
     /// The schema pgq lives in.
     #[arg(long, env = "PGQ_SCHEMA", global = true, default_value = "pgq")]
     pub(crate) schema: String,
+    /// The URL names a transaction pooler (PgBouncer): each statement unnamed, in a
+    /// transaction of its own, and no LISTEN (the dashboard polls).
+    #[arg(long, env = "PGQ_BEHIND_POOLER", global = true)]
+    pub(crate) behind_pooler: bool,
     /// JSON on standard output instead of tables, for scripts.
     #[arg(long, global = true)]
     pub(crate) json: bool,

@@ -43,6 +43,11 @@ pub(crate) async fn client_with(global: &Global, connections: u32) -> Result<Cli
         .test_before_acquire(false)
         .connect_lazy_with(options.clone());
     let client = Client::new(pool).with_schema(&global.schema)?;
+    let client = if global.behind_pooler {
+        client.behind_pooler()
+    } else {
+        client
+    };
     // The pool would retry a refused connection until its timeout and then say only that it
     // timed out; one connection made here says why.
     match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {

@@ -257,6 +257,48 @@ async fn a_closed_output_pipe_leaves_the_exit_code_to_what_the_command_did() {
     assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
 }
 
+/// Through a transaction pooler, told so: every command's statements unnamed, each in a
+/// transaction of its own, whatever server connection each lands on.
+#[tokio::test]
+async fn behind_a_pooler_the_commands_work_when_told_so() {
+    let db = TestDatabase::new().await;
+    let failed = failed_jobs(&db, 3).await;
+    let server = db.connect_options();
+    let upstream = format!("{}:{}", server.get_host(), server.get_port())
+        .parse()
+        .expect("a socket address");
+    let bouncer = pgq_test_support::PgBouncer::new(upstream).await;
+    let url = db.url().replacen(
+        &format!("{}:{}", server.get_host(), server.get_port()),
+        &format!("127.0.0.1:{}", bouncer.port()),
+        1,
+    );
+    assert_ne!(url, db.url(), "the URL names the pooler");
+    let through = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pgq"))
+            .args(args)
+            .env("DATABASE_URL", &url)
+            .env("PGQ_BEHIND_POOLER", "true")
+            .env_remove("PGQ_SCHEMA")
+            .stdin(Stdio::null())
+            .output()
+            .expect("the pgq binary runs")
+    };
+    // Each command more than once, so that its statements meet other server connections.
+    for _ in 0..3 {
+        let listed = json(&through(&["jobs", "list", "--status", "failed", "--json"]));
+        assert!(
+            listed.to_string().contains(&failed[0].to_string()),
+            "{listed}"
+        );
+        let stats = through(&["stats"]);
+        assert!(stats.status.success(), "{}", stderr(&stats));
+    }
+    let retried = through(&["jobs", "retry", &failed[0].to_string()]);
+    assert!(retried.status.success(), "{}", stderr(&retried));
+    assert_eq!(count(&db, "failed").await, 2);
+}
+
 #[tokio::test]
 async fn queues_pause_and_resume_from_the_command_line() {
     let db = TestDatabase::new().await;
