@@ -28,7 +28,8 @@ pub enum JobOrder {
     Newest,
     /// Lowest id first: the oldest jobs.
     Oldest,
-    /// Pending jobs only, soonest `run_at` first, then lowest id.
+    /// Pending jobs only, soonest `run_at` first, then lowest id. Pages are keyed on
+    /// `(run_at, id)`: a job whose `run_at` moves while you page may be seen twice or not at all.
     RunAt,
 }
 

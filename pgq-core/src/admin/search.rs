@@ -10,7 +10,9 @@ impl Client {
     /// One page of the jobs `filter` matches, in its order, and the cursor of the next page.
     ///
     /// Pages are keyed on ids (keyset pagination), so jobs enqueued or changed while you page
-    /// never make a job appear twice. Every search reads an index or a bounded range: one
+    /// never make a job appear twice; in [`JobOrder::RunAt`](crate::JobOrder::RunAt) order the
+    /// key is `(run_at, id)`, and a job whose `run_at` moves while you page (a retry's backoff,
+    /// a replace, a run-now) may show up again further on, or be passed over. Every search reads an index or a bounded range: one
     /// limited to active statuses (pending, claimed, running) reads only the indexes of active
     /// jobs; one that may match finished jobs walks the history a window of
     /// [`SEARCH_WINDOW`](crate::limits::SEARCH_WINDOW) ids at a time, so a page may hold fewer
