@@ -417,13 +417,20 @@ impl Completer {
 
     /// Returns a claimed job that never started to `pending`, its attempt given back.
     pub(crate) async fn release_unstarted(&self, id: JobId, attempt: i32) {
+        self.release_unstarted_on(&self.store, id, attempt).await;
+    }
+
+    /// [`release_unstarted`](Self::release_unstarted) on `store`: the worker's own connections
+    /// when its control thread releases, since the application's runtime, which serves the
+    /// client's, may have every thread blocked by handlers.
+    async fn release_unstarted_on(&self, store: &Store, id: JobId, attempt: i32) {
         self.held.forget(id, attempt);
         let fence = Fence {
             id,
             attempt,
             worker_id: &self.worker_id,
         };
-        if let Err(err) = store::attempt::release(&self.store, fence).await {
+        if let Err(err) = store::attempt::release(store, fence).await {
             tracing::warn!(job = %id, error = %err, "could not release an unstarted job");
         }
     }
@@ -436,7 +443,7 @@ impl Completer {
         for held in self.held.all() {
             let (id, attempt) = (held.id, held.attempt);
             let Some(state) = held.running else {
-                self.release_unstarted(id, attempt).await;
+                self.release_unstarted_on(&self.own, id, attempt).await;
                 continue;
             };
             if !state.abandon() {
