@@ -130,6 +130,19 @@ macro_rules! run {
 }
 pub(crate) use run;
 
+/// An advisory lock key of schema `name`: `base` for `pgq`, mixed with the name for any other,
+/// so that instances in other schemas do not wait for each other.
+pub(crate) fn lock_key(name: &str, base: i64) -> i64 {
+    if name == sql::TEMPLATE_SCHEMA {
+        return base;
+    }
+    // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    base ^ hash.cast_signed()
+}
+
 /// A short, growing, jittered pause before trying a conflicted statement again.
 pub(crate) async fn conflict_pause(tries: u32) {
     let jitter = u64::from(std::process::id() ^ tries.wrapping_mul(2_654_435_761)) % 5;
@@ -287,15 +300,7 @@ impl Store {
     /// An advisory lock key of this store's schema: `base` for `pgq`, mixed with the name for
     /// any other, so that instances in other schemas do not wait for each other.
     pub(crate) fn lock_key(&self, base: i64) -> i64 {
-        let name = self.schema.name();
-        if name == sql::TEMPLATE_SCHEMA {
-            return base;
-        }
-        // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
-        let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        });
-        base ^ hash.cast_signed()
+        lock_key(self.schema.name(), base)
     }
 
     /// A connection of the pool, waited for within the time limit.

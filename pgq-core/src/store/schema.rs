@@ -18,7 +18,7 @@ use sqlx::AssertSqlSafe;
 
 use crate::error::{Error, Result, database_message};
 use crate::store::moment::Moment;
-use crate::store::{Store, run, sql};
+use crate::store::{self, Store, run, sql};
 
 /// One embedded migration file.
 pub(crate) struct Migration {
@@ -167,9 +167,11 @@ pub(crate) fn scripts(schema: &str) -> Vec<(i64, &'static str, String)> {
         .map(|migration| {
             let mut sql = format!(
                 "-- pgq migration {name} for schema \"{schema}\". Apply the scripts in order, each \
-                 once;\n-- pgq's migrate() finds them applied.\n\
+                 once;\n-- pgq's migrate() finds them applied, and waits for one in progress.\n\
+                 SELECT pg_advisory_xact_lock({lock});\n\
                  {create}\n\
                  SET search_path = pg_catalog, \"{schema}\";\n",
+                lock = store::lock_key(schema, MIGRATE_LOCK),
                 create = create_schema(schema),
                 name = migration.name,
             );

@@ -881,3 +881,48 @@ async fn a_latin1_database_is_migrated_and_runs_jobs() {
     .await
     .unwrap();
 }
+
+/// A migration tool applying pgq's scripts and `migrate()` at the same moment (an application
+/// that migrates on start while a deploy's tool runs): `migrate()` waits for the script's
+/// transaction, then finds it applied, instead of running the same DDL beside it.
+#[tokio::test]
+async fn migrate_waits_for_a_script_a_tool_is_applying() {
+    let db = unmigrated_database().await;
+    let client = pgq_core::Client::new(db.pool().clone());
+    let first = client.migrations().remove(0);
+    let mut tool = db.pool().acquire().await.unwrap();
+    let mut tx = sqlx::Connection::begin(&mut *tool).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(first.sql))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let migrating = tokio::spawn({
+        let client = client.clone();
+        async move { client.migrate().await }
+    });
+    // The migration waits on a lock the tool's transaction holds.
+    support::eventually(|| async {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock')",
+        )
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        waiting.then_some(())
+    })
+    .await;
+    tx.commit().await.unwrap();
+    migrating
+        .await
+        .unwrap()
+        .expect("migrate finds the tool's script applied and applies the rest");
+    let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM pgq.migrations ORDER BY 1")
+        .fetch_all(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        versions,
+        (1..=pgq_core::migrations().len() as i64).collect::<Vec<_>>()
+    );
+}
