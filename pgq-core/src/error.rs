@@ -255,29 +255,27 @@ impl Error {
             .is_some_and(|code| code == "40P01" || code == "40001")
     }
 
-    /// Whether the server cancelled the statement at its `statement_timeout`.
-    pub(crate) fn is_statement_timeout(&self) -> bool {
-        let Error::Database(err) = self else {
-            return false;
-        };
-        err.as_database_error().is_some_and(|err| {
-            err.code().is_some_and(|code| code == "57014")
-                && err.message().contains("statement timeout")
-        })
+    /// Whether the server cancelled the statement (SQLSTATE 57014): at a `statement_timeout`, or
+    /// asked to. The code, not the message, which the server writes in its own language.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.has_code("57014")
     }
 
     /// Whether the statement was prepared on this connection before a migration changed the
-    /// columns it returns: PostgreSQL refuses to run it again until it is prepared anew.
+    /// columns it returns: PostgreSQL refuses to run it again until it is prepared anew
+    /// ("cached plan must not change result type", SQLSTATE 0A000, the only feature pgq's fixed
+    /// statements can find unsupported).
     pub(crate) fn is_stale_plan(&self) -> bool {
+        self.has_code("0A000")
+    }
+
+    fn has_code(&self, wanted: &str) -> bool {
         let Error::Database(err) = self else {
             return false;
         };
-        err.as_database_error().is_some_and(|err| {
-            err.code().is_some_and(|code| code == "0A000")
-                && err
-                    .message()
-                    .starts_with("cached plan must not change result type")
-        })
+        err.as_database_error()
+            .and_then(|err| err.code())
+            .is_some_and(|code| code == wanted)
     }
 
     /// Whether the statement failed for want of the database, not because of what it asked: the

@@ -314,10 +314,15 @@ impl Store {
     /// worker's own connections and in each transaction behind a pooler) is reported as the
     /// client's own would be; one cancelled at a limit of the application's (its role's or its
     /// pool's `statement_timeout`) stays the database's error.
+    /// Which limit it was is told by the time taken, not by the server's message, which it
+    /// writes in its own language: one cancelled after pgq's limit had passed was pgq's.
     pub(crate) async fn bound<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
-        let limited = self.server_timeout().is_some() && (self.own || self.pinned);
+        let limit = self.server_timeout().filter(|_| self.own || self.pinned);
+        let started = tokio::time::Instant::now();
         match tokio::time::timeout(self.timeout, work).await {
-            Ok(Err(err)) if limited && err.is_statement_timeout() => {
+            Ok(Err(err))
+                if err.is_cancelled() && limit.is_some_and(|limit| started.elapsed() >= limit) =>
+            {
                 Err(Error::Unresponsive(self.timeout))
             }
             Ok(result) => result,
