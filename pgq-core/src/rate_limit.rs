@@ -44,6 +44,13 @@ impl RateLimit {
         (jobs_ok && period_ok).then_some(Self { jobs, period })
     }
 
+    /// The rate a queue's row holds, as the claims enforce it: at least one job per at least a
+    /// millisecond, whatever longer period a hand-written `UPDATE` gave it.
+    pub(crate) fn stored(jobs: u32, period_ms: i64) -> Option<Self> {
+        let period = Duration::from_millis(u64::try_from(period_ms).ok()?);
+        (jobs >= 1 && period >= Duration::from_millis(1)).then_some(Self { jobs, period })
+    }
+
     /// How many job starts a period allows.
     ///
     /// ```

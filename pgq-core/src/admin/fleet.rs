@@ -4,8 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 
 use crate::client::Client;
@@ -65,9 +63,9 @@ impl Client {
         for limits in store::queues::limited(self.store()).await? {
             let queue = info(&mut queues, &limits.name);
             queue.limit = limits.concurrency;
-            queue.rate = limits.rate.and_then(|(jobs, period_ms)| {
-                RateLimit::new(jobs, Duration::from_millis(u64::try_from(period_ms).ok()?))
-            });
+            queue.rate = limits
+                .rate
+                .and_then(|(jobs, period_ms)| RateLimit::stored(jobs, period_ms));
         }
         for worker in self.workers().await? {
             for name in worker.queues.keys() {

@@ -133,3 +133,31 @@ async fn a_job_locked_elsewhere_spends_none_of_the_queue_tokens() {
     support::finished(&mut events, locked).await;
     worker.shutdown().await.unwrap();
 }
+
+/// A rate a hand-written `UPDATE` gave a period longer than `RateLimit::new` takes is still
+/// enforced by the claims, and `queues()` shows it rather than no rate at all.
+#[tokio::test]
+async fn a_stored_rate_with_a_long_period_is_shown_as_it_is_enforced() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client
+        .set_queue_rate("tokens", RateLimit::new(1, Duration::from_secs(60)))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE pgq.queues SET rate_period_ms = 172800000 WHERE name = 'tokens'")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let queue = client
+        .queues()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|q| q.name == "tokens")
+        .expect("the queue is listed");
+    let rate = queue.rate.expect("the rate the claims enforce");
+    assert_eq!(
+        (rate.jobs(), rate.period()),
+        (1, Duration::from_secs(48 * 3600))
+    );
+}
