@@ -498,8 +498,6 @@ impl Dispatcher {
         }
     }
 
-    /// Jobs claimed but not started when the worker stops go straight back to pending (those
-    /// claimed as `running` too: their handlers never ran).
     /// Gives back the jobs claimed ahead that have waited [`HOARDING`] for a slot, their
     /// attempts unspent, and wakes the loop when the next one will have. No claim asks for more
     /// ahead while no handler returns, so a worker whose slots are all held up does not claim
@@ -522,6 +520,8 @@ impl Dispatcher {
         }
     }
 
+    /// Jobs claimed but not started when the worker stops go straight back to pending (those
+    /// claimed as `running` too: their handlers never ran).
     async fn release_claimed(&mut self) {
         for job in std::mem::take(&mut self.claimed) {
             self.dispatch
