@@ -25,7 +25,13 @@ pub(crate) struct Global {
     pub(crate) schema: String,
     /// The URL names a transaction pooler (PgBouncer): each statement unnamed, in a
     /// transaction of its own, and no LISTEN (the dashboard polls).
-    #[arg(long, env = "PGQ_BEHIND_POOLER", global = true)]
+    #[arg(
+        long,
+        env = "PGQ_BEHIND_POOLER",
+        global = true,
+        action = clap::ArgAction::SetTrue,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub(crate) behind_pooler: bool,
     /// JSON on standard output instead of tables, for scripts.
     #[arg(long, global = true)]

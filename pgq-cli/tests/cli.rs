@@ -278,7 +278,7 @@ async fn behind_a_pooler_the_commands_work_when_told_so() {
         Command::new(env!("CARGO_BIN_EXE_pgq"))
             .args(args)
             .env("DATABASE_URL", &url)
-            .env("PGQ_BEHIND_POOLER", "true")
+            .env("PGQ_BEHIND_POOLER", "1")
             .env_remove("PGQ_SCHEMA")
             .stdin(Stdio::null())
             .output()
