@@ -27,6 +27,18 @@ impl Handler for Unserved {
     }
 }
 
+/// Runs until its worker's shutdown gives up on it.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "stuck")]
+struct Stuck;
+
+#[async_trait]
+impl Handler for Stuck {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        std::future::pending().await
+    }
+}
+
 /// Succeeds, or fails every attempt, as its payload says.
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "metered", max_attempts = 2)]
@@ -206,6 +218,42 @@ async fn every_outcome_is_counted_and_timed_by_task_and_queue() {
         .await
         .expect("the unserved queue reads empty again");
     handle.shutdown().await.unwrap();
+
+    // The held jobs' gauge reads what a running worker holds, and nothing once it has stopped,
+    // though its last heartbeat saw a job held: a process that keeps serving its metrics after
+    // a worker's shutdown must not report that job held for ever.
+    let held = || {
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .find_map(|(key, _, _, value)| match value {
+                DebugValue::Gauge(value) if key.key().name() == "pgq_worker_held_jobs" => {
+                    Some(value.into_inner())
+                }
+                _ => None,
+            })
+    };
+    client.enqueue(Stuck).await.unwrap();
+    let worker = Worker::builder(client.clone())
+        .queue("stuck", 1)
+        // Long enough that no heartbeat comes between the release and the worker's end.
+        .heartbeat_interval(Duration::from_secs(1))
+        .shutdown_grace(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let handle = worker.start();
+    // The heartbeat sets the gauge, then writes the same count to the worker's registration:
+    // read there, since a snapshot of the recorder resets a gauge it reads.
+    tokio::time::timeout(LIMIT, async {
+        while !client.workers().await.unwrap().iter().any(|w| w.held == 1) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a heartbeat reports the stuck job held");
+    handle.shutdown().await.unwrap();
+    assert_eq!(held(), Some(0.0), "a stopped worker holds nothing");
 }
 
 #[tokio::test]

@@ -54,9 +54,12 @@ impl AttemptTrace {
             worker.id = job.worker_id,
             job.outcome = Empty,
         );
+        // `run_at` is the database's clock, now this host's: a job picked up within the
+        // hosts' skew of its `run_at` (an idle worker takes it in a millisecond or two) may look
+        // started before it was due, and counts as having waited nothing rather than not at all.
         let waited = job
             .run_at
-            .and_then(|run_at| (Utc::now() - run_at).to_std().ok());
+            .map(|run_at| (Utc::now() - run_at).to_std().unwrap_or_default());
         Self {
             span,
             queue: Some(job.queue.to_owned()),

@@ -182,7 +182,8 @@ impl JobContext {
         self.state.get::<S>()
     }
 
-    /// Reports progress (0–100, larger values count as 100) and the current stage.
+    /// Reports progress (0–100, larger values count as 100) and the current stage. An empty
+    /// stage keeps the last one reported (the progress alone moves).
     ///
     /// Writes are throttled to one a second per job; the latest state is always written, at
     /// the latest when the attempt ends (with the completion, after

@@ -299,6 +299,17 @@ impl Error {
         }
     }
 
+    /// Whether the server refused a text for a character its encoding lacks (a `LATIN1`
+    /// database given `→`): the same text in ASCII would be stored.
+    pub(crate) fn is_untranslatable(&self) -> bool {
+        let Error::Database(err) = self else {
+            return false;
+        };
+        err.as_database_error()
+            .and_then(|err| err.code())
+            .is_some_and(|code| matches!(&*code, "22P05" | "22021"))
+    }
+
     /// Whether the connection the error came from is no use for the next statement: it did not
     /// answer in time (its pool's check would wait as long), or it holds statements a migration
     /// made stale. Such a connection is closed rather than given back to its pool.

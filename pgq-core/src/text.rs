@@ -27,6 +27,26 @@ pub(crate) fn storable(text: &str, max: usize) -> Cow<'_, str> {
     }
 }
 
+/// `text` in ASCII, each other character written as its code point (`\u{e9}`), cut to at most
+/// `max` bytes: what a database whose encoding lacks some of `text`'s characters (`LATIN1`)
+/// stores instead, since every server encoding holds ASCII.
+pub(crate) fn ascii(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            use std::fmt::Write as _;
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        }
+        if out.len() >= max {
+            break;
+        }
+    }
+    out.truncate(max);
+    out
+}
+
 /// How much of an input a message repeats.
 const ECHOED_CHARS: usize = 80;
 
@@ -93,7 +113,19 @@ pub(crate) fn json_nests_deeper_than(json: &str, max: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{echoed, json_has_nul, json_nests_deeper_than, storable};
+    use super::{ascii, echoed, json_has_nul, json_nests_deeper_than, storable};
+
+    #[test]
+    fn ascii_writes_other_characters_as_code_points_within_the_limit() {
+        assert_eq!(
+            ascii("Zoë → \u{FFFD}", 100),
+            "Zo\\u{eb} \\u{2192} \\u{fffd}"
+        );
+        assert_eq!(ascii("plain", 100), "plain");
+        assert_eq!(ascii("ééé", 12), "\\u{e9}\\u{e9}");
+        assert_eq!(ascii("ééé", 12).len(), 12);
+        assert_eq!(ascii("abcdef", 3), "abc");
+    }
 
     #[test]
     fn an_echoed_input_is_quoted_and_cut_to_80_characters() {

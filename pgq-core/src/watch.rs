@@ -14,10 +14,12 @@ use crate::store::run;
 use crate::watchers::{Changes, Watchers};
 
 /// A live view of one job, from [`Client::watch`](crate::Client::watch): each call to
-/// [`next`](Self::next) returns the job as soon as it changed, until it has finished. All the
-/// watches of a client (and its clones) share one listening connection (`pgq-watch`, made like
-/// the client's pool but not taken from it), open while any of them lives; each also reads its
-/// job every half second, should a notification be lost. Behind a transaction pooler
+/// [`next`](Self::next) returns the job once it changed, until it has finished. A progress
+/// report, stage or event wakes the watch at once (a notification); a change of status (started,
+/// retried, finished) is found by the read each watch makes every half second, so the drains'
+/// statements need not notify. All the watches of a client (and its clones) share one listening
+/// connection (`pgq-watch`, made like the client's pool but not taken from it), open while any
+/// of them lives. Behind a transaction pooler
 /// ([`Client::behind_pooler`](crate::Client::behind_pooler)) watches only poll.
 ///
 /// ```no_run

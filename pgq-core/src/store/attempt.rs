@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::job_id::JobId;
 use crate::limits;
 use crate::store::{Store, run};
+use crate::text;
 
 /// Who holds an attempt: the fence every transition names.
 #[derive(Debug, Clone, Copy)]
@@ -88,7 +89,13 @@ pub(crate) struct CompletedIn {
     pub(crate) xact: Option<String>,
 }
 
-/// Completes the attempt inside the handler's transaction.
+/// Whether the database stores any text as given: UTF-8, or no encoding at all.
+const HOLDS_ANY_TEXT: &str =
+    "SELECT pg_catalog.current_setting('server_encoding') IN ('UTF8', 'SQL_ASCII')";
+
+/// Completes the attempt inside the handler's transaction. A stage beyond ASCII goes in ASCII
+/// to a database whose encoding may lack its characters: a refused statement would abort the
+/// handler's transaction, so the encoding is asked first (for such a stage only).
 pub(crate) async fn complete_in(
     store: &Store,
     conn: &mut PgConnection,
@@ -96,6 +103,22 @@ pub(crate) async fn complete_in(
     stage: Option<&str>,
     events: i32,
 ) -> Result<CompletedIn> {
+    let ascii_stage;
+    let stage = match stage {
+        Some(stage) if !stage.is_ascii() => {
+            let holds: bool = sqlx::query_scalar(HOLDS_ANY_TEXT)
+                .persistent(store.prepared())
+                .fetch_one(&mut *conn)
+                .await?;
+            if holds {
+                Some(stage)
+            } else {
+                ascii_stage = text::ascii(stage, limits::MAX_STAGE_BYTES);
+                Some(ascii_stage.as_str())
+            }
+        }
+        stage => stage,
+    };
     let (held, xact) = sqlx::query_as(store.sql(COMPLETE_IN))
         .persistent(store.prepared())
         .bind(fence.id.get())
@@ -172,12 +195,23 @@ UPDATE pgq.jobs SET status = 'cancelled', phase = 2, completed_at = now(), lease
     last_error = coalesce($4, last_error), updated_at = now()
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND (status = 'claimed' OR status = 'running')";
 
-/// Ends a held job `cancelled` after its handler saw the request. `false` when fenced off.
+/// Ends a held job `cancelled` after its handler saw the request. `false` when fenced off. An
+/// error the database's encoding cannot hold is stored in ASCII rather than losing the outcome.
 pub(crate) async fn cancelled(
     store: &Store,
     fence: Fence<'_>,
     error: Option<&str>,
 ) -> Result<bool> {
+    match cancelled_with(store, fence, error).await {
+        Err(err) if err.is_untranslatable() => {
+            let error = error.map(|error| text::ascii(error, limits::MAX_ERROR_BYTES));
+            cancelled_with(store, fence, error.as_deref()).await
+        }
+        written => written,
+    }
+}
+
+async fn cancelled_with(store: &Store, fence: Fence<'_>, error: Option<&str>) -> Result<bool> {
     run!(store, |conn| async {
         let done = sqlx::query(store.sql(CANCELLED))
             .persistent(store.prepared())
@@ -258,8 +292,25 @@ pub(crate) struct FailedState {
     pub(crate) run_at: DateTime<Utc>,
 }
 
-/// Records a failed attempt. `None` when the fence no longer holds.
+/// Records a failed attempt. `None` when the fence no longer holds. An error the database's
+/// encoding cannot hold (a `LATIN1` database, a message in Cyrillic or with pgq's own `…`) is
+/// stored in ASCII rather than losing the outcome.
 pub(crate) async fn fail(
+    store: &Store,
+    fence: Fence<'_>,
+    failure: Failure,
+    error: &str,
+) -> Result<Option<FailedState>> {
+    match fail_with(store, fence, failure, error).await {
+        Err(err) if err.is_untranslatable() => {
+            let error = text::ascii(error, limits::MAX_ERROR_BYTES);
+            fail_with(store, fence, failure, &error).await
+        }
+        written => written,
+    }
+}
+
+async fn fail_with(
     store: &Store,
     fence: Fence<'_>,
     failure: Failure,

@@ -4,6 +4,7 @@ use crate::error::Result;
 use crate::store::Store;
 use crate::store::attempt::Fence;
 use crate::store::run;
+use crate::{limits, text};
 
 const WRITE: &str = "
 UPDATE pgq.jobs
@@ -12,8 +13,25 @@ SET progress = $4, current_stage = coalesce($5, current_stage),
 WHERE id = $1 AND attempts = $2 AND worker_id = $3 AND status = 'running'
 RETURNING pg_notify('pgq_progress', id::text)";
 
-/// Writes an attempt's progress. `false` when the fence no longer holds.
+/// Writes an attempt's progress. `false` when the fence no longer holds. A stage the
+/// database's encoding cannot hold is stored in ASCII.
 pub(crate) async fn write(
+    store: &Store,
+    fence: Fence<'_>,
+    percent: u8,
+    stage: Option<&str>,
+    events: i32,
+) -> Result<bool> {
+    match write_with(store, fence, percent, stage, events).await {
+        Err(err) if err.is_untranslatable() => {
+            let stage = stage.map(|stage| text::ascii(stage, limits::MAX_STAGE_BYTES));
+            write_with(store, fence, percent, stage.as_deref(), events).await
+        }
+        written => written,
+    }
+}
+
+async fn write_with(
     store: &Store,
     fence: Fence<'_>,
     percent: u8,

@@ -217,10 +217,15 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
     let schema = store.schema().name();
     // Read committed whatever the database's default: a transaction that waited for the lock
     // must read what the one before it committed, and a repeatable read or serializable one
-    // would read from a snapshot taken before its wait.
+    // would read from a snapshot taken before its wait. And without the role's or database's
+    // time limits (an `ALTER ROLE .. SET statement_timeout` for a pooler): the DDL takes as long
+    // as it needs, and a process waits for another's migration however long it runs.
     let mut tx = store
         .pool()
-        .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
+        .begin_with(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; \
+             SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0",
+        )
         .await?;
     sqlx::query(store.sql(LOCK))
         .persistent(store.prepared())

@@ -16,6 +16,7 @@ use crate::maintenance::heartbeat_streak::HeartbeatStreak;
 use crate::maintenance::rescuer::{Judge, Rescuer};
 use crate::maintenance::scheduler::Scheduler;
 use crate::maintenance::{self};
+use crate::metric;
 use crate::state::StateMap;
 use crate::store;
 use crate::store::workers::Registration;
@@ -348,6 +349,9 @@ pub(crate) async fn supervise(
         Ok(Ok(())) => {}
         _ => tracing::warn!("could not remove the worker's registration; it expires"),
     }
+    // A stopped worker holds nothing: the gauge must not keep its last heartbeat's count for
+    // as long as the process serves its metrics.
+    metric::held(0);
     // A dispatcher stalled with its runtime may still hold a connection: don't wait for it.
     let _ = tokio::time::timeout(RELEASE_TIME, runtime.close_pools()).await;
 }

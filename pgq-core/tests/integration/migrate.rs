@@ -882,6 +882,164 @@ async fn a_latin1_database_is_migrated_and_runs_jobs() {
     .unwrap();
 }
 
+/// Fails with a message in Cyrillic, or one too long to keep whole (a payload in Cyrillic
+/// would be refused at the enqueue, as the test above shows).
+#[derive(Serialize, Deserialize, Task)]
+#[task(queue = "latin1", max_attempts = 1)]
+struct RefusedLatin1 {
+    long: bool,
+}
+
+#[async_trait]
+impl Handler for RefusedLatin1 {
+    async fn handle(self, _ctx: &JobContext) -> Result<(), TaskError> {
+        match self.long {
+            true => Err(TaskError::fail("x".repeat(3000))),
+            false => Err(TaskError::fail("ошибка")),
+        }
+    }
+}
+
+/// Reports a stage, then completes in its own transaction.
+#[derive(Serialize, Deserialize, Task)]
+#[task(queue = "latin1")]
+struct StagedLatin1;
+
+#[async_trait]
+impl Handler for StagedLatin1 {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.progress(50, "étape → un").await;
+        let pool = ctx.state::<sqlx::PgPool>().expect("the pool in state");
+        let mut tx = pool.begin().await?;
+        ctx.complete_in(&mut tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// Text pgq stores on a job that a `LATIN1` database cannot hold — an error in Cyrillic, pgq's
+/// own `…` after a cut message, a stage with an arrow — is stored in ASCII, and the outcome
+/// is written: never lost to what it says.
+#[tokio::test]
+async fn a_latin1_database_keeps_outcomes_whose_text_it_cannot_hold() {
+    let db = TestDatabase::new().await;
+    let name = format!("{}_latin1_text", db.name());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{name}\" ENCODING 'LATIN1' TEMPLATE template0 \
+         LC_COLLATE 'C' LC_CTYPE 'C'"
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let url = db
+        .connect_options()
+        .database(&name)
+        .to_url_lossy()
+        .to_string();
+    let client = Client::connect(&url).await.unwrap();
+    client.migrate().await.unwrap();
+    let cyrillic = client
+        .enqueue(RefusedLatin1 { long: false })
+        .await
+        .unwrap()
+        .id();
+    let long = client
+        .enqueue(RefusedLatin1 { long: true })
+        .await
+        .unwrap()
+        .id();
+    let staged = client.enqueue(StagedLatin1).await.unwrap().id();
+    let drained = Worker::builder(client.clone())
+        .queue("latin1", 1)
+        .state(client.pool().clone())
+        .build()
+        .unwrap()
+        .drain()
+        .await
+        .unwrap();
+    assert_eq!(drained.len(), 3);
+
+    let job = client.job(cyrillic).await.unwrap().unwrap();
+    assert_eq!(job.status, pgq_core::JobStatus::Failed);
+    assert_eq!(
+        job.last_error.as_deref(),
+        Some("\\u{43e}\\u{448}\\u{438}\\u{431}\\u{43a}\\u{430}")
+    );
+    let job = client.job(long).await.unwrap().unwrap();
+    assert_eq!(job.status, pgq_core::JobStatus::Failed);
+    let error = job.last_error.unwrap();
+    assert!(
+        error.starts_with("xxxx") && error.contains("\\u{2026}"),
+        "{error}"
+    );
+    assert!(error.len() <= pgq_core::limits::MAX_ERROR_BYTES);
+    let job = client.job(staged).await.unwrap().unwrap();
+    assert_eq!(job.status, pgq_core::JobStatus::Completed);
+    assert_eq!(
+        job.current_stage.as_deref(),
+        Some("\\u{e9}tape \\u{2192} un")
+    );
+
+    client.pool().close().await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE \"{name}\" WITH (FORCE)"
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+}
+
+/// A role whose statements are limited (as the pooler's guide has it, `ALTER ROLE .. SET
+/// statement_timeout`): `migrate()` waits for another process's migration, and runs its DDL,
+/// without those limits, as the README says.
+#[tokio::test]
+async fn migrate_is_not_cut_short_by_the_roles_time_limits() {
+    let db = unmigrated_database().await;
+    let limited = db
+        .connect_options()
+        .options([("statement_timeout", "1"), ("lock_timeout", "1")]);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(limited)
+        .await
+        .unwrap();
+    let client = Client::new(pool.clone());
+    // A tool applying pgq's first script holds the migration lock meanwhile.
+    let first = client.migrations().remove(0);
+    let mut tool = db.pool().acquire().await.unwrap();
+    let mut tx = sqlx::Connection::begin(&mut *tool).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(first.sql))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let migrating = tokio::spawn({
+        let client = client.clone();
+        async move { client.migrate().await }
+    });
+    support::eventually(|| async {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock')",
+        )
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        waiting.then_some(())
+    })
+    .await;
+    tx.commit().await.unwrap();
+    migrating
+        .await
+        .unwrap()
+        .expect("migrate waits, then applies the rest whatever the role's limits");
+    let versions: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.migrations")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(versions, pgq_core::migrations().len() as i64);
+    pool.close().await;
+}
+
 /// A migration tool applying pgq's scripts and `migrate()` at the same moment (an application
 /// that migrates on start while a deploy's tool runs): `migrate()` waits for the script's
 /// transaction, then finds it applied, instead of running the same DDL beside it.
