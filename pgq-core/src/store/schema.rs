@@ -112,6 +112,12 @@ const HAS_BOOKKEEPING: &str = "SELECT to_regclass('pgq.migrations') IS NOT NULL"
 
 const APPLIED: &str = "SELECT version, checksum FROM pgq.migrations ORDER BY version";
 
+/// Whether every role may create objects in the schema (`CREATE` granted to `PUBLIC`, as on
+/// `public` before PostgreSQL 15): there, any role's function or operator with a closer match
+/// than `pg_catalog`'s would run inside pgq's functions, as the role that calls them.
+const OPEN_TO_ALL: &str = "SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace
+    WHERE nspname = $1 AND pg_catalog.has_schema_privilege('public', oid, 'CREATE'))";
+
 const APPLIED_AT: &str = "SELECT version, applied_at FROM pgq.migrations ORDER BY version";
 
 const BOOKKEEPING: &str = "
@@ -269,10 +275,33 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
             None => missing.push(migration),
         }
     }
+    let open_to_all: bool = sqlx::query_scalar(OPEN_TO_ALL)
+        .persistent(store.prepared())
+        .bind(schema)
+        .fetch_one(&mut *tx)
+        .await?;
     if missing.is_empty() {
+        if open_to_all {
+            tracing::warn!(
+                schema,
+                "every role may create objects in pgq's schema; REVOKE CREATE ON SCHEMA .. FROM PUBLIC"
+            );
+        }
         // Up to date: nothing was written, and no DDL privilege was needed.
         tx.commit().await?;
         return Ok(());
+    }
+    if open_to_all {
+        let first = missing[0];
+        return Err(Error::Migration {
+            version: first.version,
+            name: first.name.to_owned(),
+            message: format!(
+                "every role may create objects in schema \"{schema}\" (CREATE is granted to \
+                 PUBLIC), so any role's functions could run inside pgq's; run `REVOKE CREATE ON \
+                 SCHEMA \"{schema}\" FROM PUBLIC`, or give pgq a schema of its own"
+            ),
+        });
     }
     // The name was checked when the client was made; DDL cannot bind it.
     let prepare = format!(

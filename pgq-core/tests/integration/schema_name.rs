@@ -160,3 +160,36 @@ async fn a_client_in_another_schema_wakes_that_schemas_workers_at_once() {
         .unwrap();
     assert_eq!(heard.payload(), "shared-name");
 }
+
+/// A schema every role may create objects in (`CREATE` granted to `PUBLIC`, as `public` has
+/// before PostgreSQL 15): another role's `power(integer, integer)` would run inside pgq's
+/// functions. `migrate` refuses to create them there, saying how to close the schema.
+#[tokio::test]
+async fn migrate_refuses_a_schema_every_role_may_create_in() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("CREATE SCHEMA open_jobs; GRANT CREATE ON SCHEMA open_jobs TO PUBLIC")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let client = db.client().with_schema("open_jobs").unwrap();
+    let err = client.migrate().await.unwrap_err();
+    match &err {
+        pgq_core::Error::Migration {
+            version, message, ..
+        } => {
+            assert_eq!(*version, 1);
+            assert!(message.contains("REVOKE CREATE ON SCHEMA"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let created: bool = sqlx::query_scalar("SELECT to_regclass('open_jobs.jobs') IS NOT NULL")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert!(!created, "nothing is created there");
+    sqlx::raw_sql("REVOKE CREATE ON SCHEMA open_jobs FROM PUBLIC")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    client.migrate().await.unwrap();
+}
