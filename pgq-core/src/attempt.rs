@@ -76,6 +76,10 @@ pub(crate) struct AttemptState {
     /// returns later is neither written nor reported.
     abandoned: AtomicBool,
     progress: Mutex<Progress>,
+    /// Held by a progress write while it runs: the last one, when the attempt ends, waits for
+    /// a throttled one in flight instead of finding nothing to write and letting the outcome
+    /// land first (the late write would then find the job no longer running).
+    writing: tokio::sync::Mutex<()>,
 }
 
 /// The value of an attempt's `stop` once it must stop; 0 before.
@@ -146,6 +150,7 @@ impl AttemptState {
             completing_xact: Mutex::new(None),
             abandoned: AtomicBool::new(false),
             progress: Mutex::new(Progress::default()),
+            writing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -183,9 +188,9 @@ impl AttemptState {
         Start::from_u8(self.start.get())
     }
 
-    /// Whether progress was reported that is not written yet.
+    /// Whether progress was reported that is not written yet, or a write of it is in flight.
     pub(crate) fn has_unwritten_progress(&self) -> bool {
-        self.progress.lock().map(|p| p.dirty).unwrap_or(false)
+        self.progress.lock().map(|p| p.dirty).unwrap_or(false) || self.writing.try_lock().is_err()
     }
 
     /// Waits for the `running` write; true when the job runs under this attempt.
@@ -356,6 +361,7 @@ impl AttemptState {
         let Backend::Database { client, worker_id } = &self.backend else {
             return;
         };
+        let _writing = self.writing.lock().await;
         if !self.writable(client.store()).await {
             // The handler's transaction holds the job's row until it ends, and completes it
             // with its progress: a write of ours would wait for that transaction. The throttle
@@ -387,12 +393,21 @@ impl AttemptState {
             attempt: self.attempt,
             worker_id,
         };
-        let stage = (!stage.is_empty()).then_some(stage.as_str());
-        match store::progress::write(client.store(), fence, percent, stage, events).await {
+        let stage_written = (!stage.is_empty()).then_some(stage.as_str());
+        match store::progress::write(client.store(), fence, percent, stage_written, events).await {
             Ok(true) => {}
             Ok(false) => self.lose_lease(),
             Err(err) => {
                 tracing::warn!(job = %self.id, error = %err, "could not write progress");
+                // Still unsent: the next write (at the latest the attempt's end) carries the
+                // state, and the events if the server refused the write. One that went
+                // unanswered may have landed, and events written twice would count twice.
+                if let Ok(mut progress) = self.progress.lock() {
+                    progress.dirty = true;
+                    if !err.is_unreachable() {
+                        progress.unsent_events += events;
+                    }
+                }
             }
         }
     }

@@ -47,10 +47,14 @@ pub struct Migration {
 /// [`Client::migrations`](crate::Client::migrations).
 ///
 /// ```no_run
-/// // Vendor pgq's schema into a dbmate or sqlx-migrate directory.
+/// // Vendor pgq's schema into a dbmate directory: versions after the application's own (here
+/// // timestamps of a day of its choosing), and dbmate's `up` marker first.
 /// for migration in pgq_core::migrations() {
-///     let file = format!("db/migrations/{:04}_pgq_{}", migration.version, migration.name);
-///     std::fs::write(file, migration.sql).unwrap();
+///     let file = format!(
+///         "db/migrations/20261201{:06}_pgq_{}",
+///         migration.version, migration.name
+///     );
+///     std::fs::write(file, format!("-- migrate:up\n{}", migration.sql)).unwrap();
 /// }
 /// ```
 pub fn migrations() -> Vec<Migration> {

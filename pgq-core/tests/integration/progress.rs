@@ -314,3 +314,63 @@ async fn twenty_watches_share_one_connection_of_their_own() {
     drop(watches);
     support::eventually(|| async { (watch_connections(&db).await == 0).then_some(()) }).await;
 }
+
+/// Reports an event and a stage, then returns at once.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "progress-refused")]
+struct ReportsOnce;
+
+#[async_trait]
+impl Handler for ReportsOnce {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.event("one").await;
+        ctx.progress(40, "first").await;
+        Ok(())
+    }
+}
+
+/// A progress write the server refuses (here an application's trigger, once) leaves the state
+/// and events unsent: the attempt's end writes them, as the latest state always is.
+#[tokio::test]
+async fn a_refused_progress_write_is_made_again_when_the_attempt_ends() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql(
+        "CREATE SEQUENCE public.progress_writes;
+         CREATE FUNCTION public.refuse_first_progress() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF nextval('public.progress_writes') = 1 THEN
+                 RAISE EXCEPTION 'the first progress write is refused';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_first_progress BEFORE UPDATE OF current_stage ON pgq.jobs
+             FOR EACH ROW EXECUTE FUNCTION public.refuse_first_progress();",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let client = db.client();
+    let id = client.enqueue(ReportsOnce).await.unwrap().id();
+    let worker = Worker::builder(client.clone())
+        .queue("progress-refused", 1)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    assert_eq!(
+        support::finished(&mut events, id).await.0,
+        JobOutcome::Completed
+    );
+    handle.shutdown().await.unwrap();
+    let refused: i64 = sqlx::query_scalar("SELECT last_value FROM public.progress_writes")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert!(
+        refused >= 2,
+        "the first write was refused, a later one made"
+    );
+    let job = client.job(id).await.unwrap().unwrap();
+    assert_eq!(job.current_stage.as_deref(), Some("first"));
+    assert_eq!(job.events_count, 1);
+}
