@@ -17,7 +17,7 @@ use crate::{limits, queue};
 /// ```
 /// use pgq_core::{JobFilter, JobOrder, JobStatus};
 ///
-/// // What runs next, soonest first.
+/// // Pending jobs, soonest first (workers take higher priorities first, then the soonest).
 /// let next_up = JobFilter::new().status(JobStatus::Pending).order(JobOrder::RunAt);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -158,10 +158,15 @@ impl JobFilter {
         statuses.into_iter().fold(self, Self::status)
     }
 
-    /// Jobs of this task name.
+    /// Jobs of this task name (1 to [`limits::MAX_TASK_NAME_LEN`] characters, as a task's).
     ///
     /// ```
-    /// let welcomes = pgq_core::JobFilter::new().task("SendWelcome");
+    /// use pgq_core::JobFilter;
+    ///
+    /// let welcomes = JobFilter::new().task("SendWelcome");
+    /// // A name's bound is in characters, not bytes.
+    /// assert!(JobFilter::new().task("é".repeat(128)).validate().is_ok());
+    /// assert!(JobFilter::new().task("é".repeat(129)).validate().is_err());
     /// ```
     pub fn task(mut self, task: impl Into<String>) -> Self {
         self.task = Some(task.into());
@@ -305,7 +310,8 @@ impl JobFilter {
 
     /// Checks the filter without a database, as every call that takes one does first: names
     /// within their rules, a page size within bounds, the error text bounded, a cursor that
-    /// fits the order. Each problem is an [`Error::InvalidFilter`].
+    /// fits the order (a `run_at` cursor for [`JobOrder::RunAt`], an id cursor for the others).
+    /// Each problem is an [`Error::InvalidFilter`].
     ///
     /// ```
     /// use pgq_core::{JobFilter, JobOrder, JobStatus};
@@ -327,15 +333,20 @@ impl JobFilter {
         {
             return invalid(err.to_string());
         }
-        // (what, text, shortest, longest): the bounds a stored job's text has. A tag's value
-        // can be empty, as an enqueue allows.
+        // A task name's bound is in characters, as its column's and an enqueue's.
+        if let Some(task) = &self.task {
+            let chars = task.chars().count();
+            if !(1..=limits::MAX_TASK_NAME_LEN).contains(&chars) {
+                return invalid(format!(
+                    "task name of {chars} characters; 1 to {} are allowed",
+                    limits::MAX_TASK_NAME_LEN
+                ));
+            }
+            searchable("task name", task, 1, usize::MAX).map_err(Error::InvalidFilter)?;
+        }
+        // (what, text, shortest, longest in bytes): the bounds a stored job's text has. A
+        // tag's value can be empty, as an enqueue allows.
         let texts = [
-            (
-                "task name",
-                self.task.as_deref(),
-                1,
-                limits::MAX_TASK_NAME_LEN,
-            ),
             (
                 "unique key",
                 self.unique_key.as_deref(),
