@@ -163,6 +163,12 @@ impl WorkerBuilder {
 
     /// How long finished jobs are kept (default: completed 24 h, failed and cancelled 7 days).
     ///
+    /// The cleaner applies it to every finished job of pgq's schema, whatever its queue: the
+    /// workers of one database take turns cleaning, and the shortest retention among them wins.
+    /// Give every worker of a schema the same one (a
+    /// [`Client::with_schema`](crate::Client::with_schema) of its own for
+    /// jobs that must be kept apart).
+    ///
     /// A `completed` retention of zero keeps no completed job: the statement that completes a
     /// job deletes it instead (graphile-worker's model), which saves the database a row version
     /// and an index entry per job (about 15 % on the benchmark's drain, docs/performance.md).
@@ -177,15 +183,15 @@ impl WorkerBuilder {
     /// ```no_run
     /// # use std::time::Duration;
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
-    /// let month = Duration::from_secs(30 * 24 * 3600);
-    /// let billing = pgq_core::Worker::builder(client.clone())
+    /// // Keep no completed job, and failures for a month: what an operator looks at.
+    /// let retention = pgq_core::Retention {
+    ///     completed: Duration::ZERO,
+    ///     failed: Duration::from_secs(30 * 24 * 3600),
+    /// };
+    /// let worker = pgq_core::Worker::builder(client)
     ///     .queue("billing", 4)
-    ///     .retention(pgq_core::Retention { failed: month, ..Default::default() })
-    ///     .build()?;
-    /// // Keep no completed job at all: failures are all an operator looks at.
-    /// let events = pgq_core::Worker::builder(client)
     ///     .queue("events", 16)
-    ///     .retention(pgq_core::Retention { completed: Duration::ZERO, ..Default::default() })
+    ///     .retention(retention)
     ///     .build()?;
     /// # Ok(()) }
     /// ```

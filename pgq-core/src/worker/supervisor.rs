@@ -176,11 +176,14 @@ pub(crate) async fn supervise(
     let shortest_lease = Duration::from_millis(
         u64::try_from(executor.tasks.shortest_lease_ms()).unwrap_or(u64::MAX),
     );
+    let renew_every = renewer::interval(shortest_lease.min(config.lease));
+    let renewer_store = executor.client.store().on(runtime.upkeep_pool.clone());
+    let renew_wait = renewer::wait(renew_every, renewer_store.timeout());
     let renewer = Renewer {
-        store: executor.client.store().on(runtime.upkeep_pool.clone()),
+        store: renewer_store.with_timeout(renew_wait),
         worker_id: executor.worker_id.clone(),
         held: executor.held.clone(),
-        interval: renewer::interval(shortest_lease.min(config.lease)),
+        interval: renew_every,
     };
     let renewer = tokio::spawn(maintenance::run(renewer, finished.clone()));
     let follower = OptionsFollower {

@@ -449,3 +449,79 @@ async fn the_watch_listener_listens_again_and_holds_nothing_of_the_pool() {
     .expect("the pool's connection is not held by the listener");
     enqueued.unwrap();
 }
+
+/// Runs on a short lease until the test lets it go.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "netsplit-lease", lease = "3s")]
+struct ShortLeaseAcrossTheSplit;
+
+#[async_trait]
+impl Handler for ShortLeaseAcrossTheSplit {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        support::pass_gate(ctx).await;
+        Ok(())
+    }
+}
+
+/// A moment of silence on the network leaves the worker's idle connections dead. A renewal on
+/// one of them gives up within a quarter of its interval and is made again on another, so the
+/// lease of a job still running is renewed before it ends: the job is not rescued from a live
+/// worker, and runs once.
+#[tokio::test]
+async fn a_renewal_hung_on_a_dead_connection_does_not_lose_the_lease() {
+    let db = TestDatabase::new().await;
+    let direct = db.client();
+    let (proxy, pool) = through_a_proxy(&db).await;
+    let gate = Arc::new(Semaphore::new(0));
+    let worker = Worker::builder(Client::new(pool))
+        .queue("netsplit-lease", 1)
+        .rescue_interval(Duration::from_millis(200))
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let id = direct.enqueue(ShortLeaseAcrossTheSplit).await.unwrap().id();
+    support::event(
+        &mut events,
+        |e| matches!(e, pgq_core::WorkerEvent::JobStarted { id: started, .. } if *started == id),
+    )
+    .await;
+
+    proxy.set_mode(ProxyMode::Blackhole);
+    tokio::time::sleep(Duration::from_millis(300)).await; // the outage, not a wait for work
+    proxy.set_mode(ProxyMode::Pass);
+    let back: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+
+    // A renewal after the outage sets the lease 3 s past its own time; one before it, at most
+    // 2.7 s past the network's return.
+    let renewed_after = back + chrono::Duration::milliseconds(2800);
+    let renewed = tokio::time::timeout(Duration::from_secs(8), async {
+        loop {
+            let (lease, attempts): (Option<chrono::DateTime<chrono::Utc>>, i32) =
+                sqlx::query_as("SELECT lease_expires_at, attempts FROM pgq.jobs WHERE id = $1")
+                    .bind(id.get())
+                    .fetch_one(db.pool())
+                    .await
+                    .unwrap();
+            assert_eq!(attempts, 1, "the job was rescued from its live worker");
+            if lease.is_some_and(|lease| lease > renewed_after) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(renewed.is_ok(), "no renewal landed before the lease ended");
+    gate.add_permits(1);
+    assert_eq!(
+        support::finished(&mut events, id).await.0,
+        JobOutcome::Completed
+    );
+    let job = direct.job(id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
+    handle.shutdown().await.unwrap();
+}
