@@ -814,6 +814,34 @@ async fn a_failed_migration_reads_with_the_databases_code() {
     assert!(!message.contains(" at line "), "{message}");
 }
 
+/// A database of its own in `LATIN1` beside `db`'s (named after it with `suffix`), and a client
+/// of it; drop it with [`drop_database`].
+async fn latin1_database(db: &TestDatabase, suffix: &str) -> (Client, String) {
+    let name = format!("{}_{suffix}", db.name());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{name}\" ENCODING 'LATIN1' TEMPLATE template0 \
+         LC_COLLATE 'C' LC_CTYPE 'C'"
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let url = db
+        .connect_options()
+        .database(&name)
+        .to_url_lossy()
+        .to_string();
+    (Client::connect(&url).await.unwrap(), name)
+}
+
+async fn drop_database(db: &TestDatabase, name: &str) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE \"{name}\" WITH (FORCE)"
+    )))
+    .execute(db.pool())
+    .await
+    .unwrap();
+}
+
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "latin1")]
 struct GreetLatin1 {
@@ -830,20 +858,7 @@ impl Handler for GreetLatin1 {
 #[tokio::test]
 async fn a_latin1_database_is_migrated_and_runs_jobs() {
     let db = TestDatabase::new().await;
-    let name = format!("{}_latin1", db.name());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "CREATE DATABASE \"{name}\" ENCODING 'LATIN1' TEMPLATE template0 \
-         LC_COLLATE 'C' LC_CTYPE 'C'"
-    )))
-    .execute(db.pool())
-    .await
-    .unwrap();
-    let url = db
-        .connect_options()
-        .database(&name)
-        .to_url_lossy()
-        .to_string();
-    let client = Client::connect(&url).await.unwrap();
+    let (client, name) = latin1_database(&db, "latin1").await;
     client.migrate().await.unwrap();
     // Run again, it finds every migration applied as written.
     client.migrate().await.unwrap();
@@ -874,12 +889,7 @@ async fn a_latin1_database_is_migrated_and_runs_jobs() {
     assert_eq!(job.payload["name"], "Zoë");
 
     client.pool().close().await;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE \"{name}\" WITH (FORCE)"
-    )))
-    .execute(db.pool())
-    .await
-    .unwrap();
+    drop_database(&db, &name).await;
 }
 
 /// Fails with a message in Cyrillic, or one too long to keep whole (a payload in Cyrillic
@@ -923,20 +933,7 @@ impl Handler for StagedLatin1 {
 #[tokio::test]
 async fn a_latin1_database_keeps_outcomes_whose_text_it_cannot_hold() {
     let db = TestDatabase::new().await;
-    let name = format!("{}_latin1_text", db.name());
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "CREATE DATABASE \"{name}\" ENCODING 'LATIN1' TEMPLATE template0 \
-         LC_COLLATE 'C' LC_CTYPE 'C'"
-    )))
-    .execute(db.pool())
-    .await
-    .unwrap();
-    let url = db
-        .connect_options()
-        .database(&name)
-        .to_url_lossy()
-        .to_string();
-    let client = Client::connect(&url).await.unwrap();
+    let (client, name) = latin1_database(&db, "latin1_text").await;
     client.migrate().await.unwrap();
     let cyrillic = client
         .enqueue(RefusedLatin1 { long: false })
@@ -981,35 +978,23 @@ async fn a_latin1_database_keeps_outcomes_whose_text_it_cannot_hold() {
     );
 
     client.pool().close().await;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE \"{name}\" WITH (FORCE)"
-    )))
-    .execute(db.pool())
-    .await
-    .unwrap();
+    drop_database(&db, &name).await;
 }
 
-/// A role whose statements are limited (as the pooler's guide has it, `ALTER ROLE .. SET
-/// statement_timeout`): `migrate()` waits for another process's migration, and runs its DDL,
-/// without those limits, as the README says.
-#[tokio::test]
-async fn migrate_is_not_cut_short_by_the_roles_time_limits() {
-    let db = unmigrated_database().await;
-    let limited = db
-        .connect_options()
-        .options([("statement_timeout", "1"), ("lock_timeout", "1")]);
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(limited)
-        .await
-        .unwrap();
-    let client = Client::new(pool.clone());
-    // A tool applying pgq's first script holds the migration lock meanwhile.
+/// A tool applying pgq's first script in a transaction it keeps open, and `client.migrate()`
+/// started meanwhile: returned once the migration waits on the lock the tool's transaction
+/// holds. Commit the transaction to let it go on.
+async fn migrate_behind_a_tools_script(
+    db: &TestDatabase,
+    client: &Client,
+) -> (
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    tokio::task::JoinHandle<pgq_core::Result<()>>,
+) {
     let first = client.migrations().remove(0);
-    let mut tool = db.pool().acquire().await.unwrap();
-    let mut tx = sqlx::Connection::begin(&mut *tool).await.unwrap();
+    let mut tool = db.pool().begin().await.unwrap();
     sqlx::raw_sql(sqlx::AssertSqlSafe(first.sql))
-        .execute(&mut *tx)
+        .execute(&mut *tool)
         .await
         .unwrap();
     let migrating = tokio::spawn({
@@ -1027,7 +1012,26 @@ async fn migrate_is_not_cut_short_by_the_roles_time_limits() {
         waiting.then_some(())
     })
     .await;
-    tx.commit().await.unwrap();
+    (tool, migrating)
+}
+
+/// A role whose statements are limited (as the pooler's guide has it, `ALTER ROLE .. SET
+/// statement_timeout`): `migrate()` waits for another process's migration, and runs its DDL,
+/// without those limits, as the README says.
+#[tokio::test]
+async fn migrate_is_not_cut_short_by_the_roles_time_limits() {
+    let db = unmigrated_database().await;
+    let limited = db
+        .connect_options()
+        .options([("statement_timeout", "1"), ("lock_timeout", "1")]);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(limited)
+        .await
+        .unwrap();
+    let client = Client::new(pool.clone());
+    let (tool, migrating) = migrate_behind_a_tools_script(&db, &client).await;
+    tool.commit().await.unwrap();
     migrating
         .await
         .unwrap()
@@ -1047,30 +1051,8 @@ async fn migrate_is_not_cut_short_by_the_roles_time_limits() {
 async fn migrate_waits_for_a_script_a_tool_is_applying() {
     let db = unmigrated_database().await;
     let client = pgq_core::Client::new(db.pool().clone());
-    let first = client.migrations().remove(0);
-    let mut tool = db.pool().acquire().await.unwrap();
-    let mut tx = sqlx::Connection::begin(&mut *tool).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(first.sql))
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    let migrating = tokio::spawn({
-        let client = client.clone();
-        async move { client.migrate().await }
-    });
-    // The migration waits on a lock the tool's transaction holds.
-    support::eventually(|| async {
-        let waiting: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock')",
-        )
-        .fetch_one(db.pool())
-        .await
-        .unwrap();
-        waiting.then_some(())
-    })
-    .await;
-    tx.commit().await.unwrap();
+    let (tool, migrating) = migrate_behind_a_tools_script(&db, &client).await;
+    tool.commit().await.unwrap();
     migrating
         .await
         .unwrap()
