@@ -95,7 +95,7 @@ const HOLDS_ANY_TEXT: &str =
 
 /// Completes the attempt inside the handler's transaction. A stage beyond ASCII goes in ASCII
 /// to a database whose encoding may lack its characters: a refused statement would abort the
-/// handler's transaction, so the encoding is asked first (for such a stage only).
+/// handler's transaction, so the encoding is asked first, once per client.
 pub(crate) async fn complete_in(
     store: &Store,
     conn: &mut PgConnection,
@@ -106,10 +106,17 @@ pub(crate) async fn complete_in(
     let ascii_stage;
     let stage = match stage {
         Some(stage) if !stage.is_ascii() => {
-            let holds: bool = sqlx::query_scalar(HOLDS_ANY_TEXT)
-                .persistent(store.prepared())
-                .fetch_one(&mut *conn)
-                .await?;
+            let holds = match store.holds_any_text() {
+                Some(holds) => holds,
+                None => {
+                    let holds: bool = sqlx::query_scalar(HOLDS_ANY_TEXT)
+                        .persistent(store.prepared())
+                        .fetch_one(&mut *conn)
+                        .await?;
+                    store.found_holds_any_text(holds);
+                    holds
+                }
+            };
             if holds {
                 Some(stage)
             } else {

@@ -5,6 +5,7 @@
 //! noticed and replaced instead of waited on forever; a deadlock or serialization failure that
 //! pgq's own statement meets is retried here, never handed to the caller.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
@@ -179,6 +180,9 @@ pub(crate) struct Store {
     pinned: bool,
     /// Whether the pool is a worker's own, whose connections start with pgq's server limit.
     own: bool,
+    /// Whether the database stores any text as given (UTF-8), once asked: shared by the
+    /// store's clones.
+    holds_any_text: Arc<OnceLock<bool>>,
 }
 
 impl Store {
@@ -190,7 +194,18 @@ impl Store {
             prepared: true,
             pinned: false,
             own: false,
+            holds_any_text: Arc::default(),
         }
+    }
+
+    /// Whether the database was found to store any text as given; `None` until asked.
+    pub(crate) fn holds_any_text(&self) -> Option<bool> {
+        self.holds_any_text.get().copied()
+    }
+
+    /// What the database's encoding was found to be: see [`Self::holds_any_text`].
+    pub(crate) fn found_holds_any_text(&self, holds: bool) {
+        let _ = self.holds_any_text.set(holds);
     }
 
     /// The store behind a transaction pooler: statements unnamed, each in a transaction of its
