@@ -52,9 +52,10 @@ async fn main() -> Outcome {
     let run = tokio::spawn(async move { run(&settings, options).await });
     let result = tokio::select! {
         joined = run => joined?,
-        // Interrupted: the database is dropped all the same (its history alone takes hundreds
-        // of megabytes); a fleet's worker processes get the same signal.
-        _ = tokio::signal::ctrl_c() => Err(format!("interrupted; dropping {name}").into()),
+        // Interrupted (Ctrl-C, or `kill` and `timeout`'s SIGTERM): the database is dropped all
+        // the same (its history alone takes hundreds of megabytes); a fleet's worker processes
+        // get the same signal.
+        signal = interrupted() => Err(format!("{signal}; dropping {name}").into()),
     };
     sqlx::raw_sql(AssertSqlSafe(format!(
         "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
@@ -63,6 +64,22 @@ async fn main() -> Outcome {
     .await?;
     admin.close().await?;
     result
+}
+
+/// The first of Ctrl-C and SIGTERM, by name.
+async fn interrupted() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => "interrupted",
+                _ = terminate.recv() => "terminated",
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    "interrupted"
 }
 
 /// What an observed application installs: a log subscriber at INFO (to stderr) and a metrics
