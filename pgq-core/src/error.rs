@@ -200,24 +200,57 @@ pub enum Error {
 impl From<sqlx::Error> for Error {
     /// A statement of pgq's that names a schema, table, column, type or function the database
     /// lacks found no schema of pgq's, or an older one: every one its statements name is its
-    /// own. (SQLSTATE 42704 and 42883 also cover unknown operators and settings, which pgq's
-    /// statements do not use, so only a missing type or function counts.)
+    /// own. So did one whose rows lack a column pgq reads (`job.*` on an older table), and one
+    /// that writes a column the database generates (`phase`, in schemas before migration 0004):
+    /// none of pgq's columns is generated now.
     fn from(err: sqlx::Error) -> Self {
-        let missing = err
-            .as_database_error()
-            .filter(|db| match db.code().as_deref() {
-                Some("42P01" | "3F000") => true,
-                // Not a trigger's of the application's: `record "new" has no field ...`.
-                Some("42703") => db.message().starts_with("column "),
-                Some("42704") => db.message().starts_with("type "),
-                Some("42883") => db.message().starts_with("function "),
-                _ => false,
-            })
-            .map(|db| db.message().to_owned());
+        let missing = match &err {
+            sqlx::Error::ColumnNotFound(column) => {
+                Some(format!("the rows of a statement lack column \"{column}\""))
+            }
+            err => err
+                .as_database_error()
+                .filter(|db| names_a_missing_object(*db) || db.code().as_deref() == Some("428C9"))
+                .map(|db| db.message().to_owned()),
+        };
         match missing {
             Some(message) => Error::SchemaMissing { message },
             None => Error::Database(err),
         }
+    }
+}
+
+/// Whether the server refused a statement for naming what the database lacks. SQLSTATE 42703,
+/// 42704 and 42883 also cover a field a trigger's record lacks (an application's trigger on
+/// pgq's table) and unknown operators and settings, so for those the routine that raised the
+/// error must be the parser's lookup of a column, a type or a function. The routine is read
+/// from the error's `R` field, which the server's language (`lc_messages`) leaves in English;
+/// only a server that sends none is judged by its message's English start.
+fn names_a_missing_object(db: &dyn sqlx::error::DatabaseError) -> bool {
+    let routine = db
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        .and_then(|pg| pg.routine());
+    let raised_by = |routines: &[&str], english_start: &str| match routine {
+        Some(routine) => routines.contains(&routine),
+        None => db.message().starts_with(english_start),
+    };
+    match db.code().as_deref() {
+        Some("42P01" | "3F000") => true,
+        Some("42703") => raised_by(
+            &[
+                "errorMissingColumn",
+                "checkInsertTargets",
+                "transformUpdateTargetList",
+                "unknown_attribute",
+            ],
+            "column ",
+        ),
+        Some("42704") => raised_by(&["typenameType"], "type "),
+        Some("42883") => raised_by(
+            &["ParseFuncOrColumn", "regprocedurein", "regprocin"],
+            "function ",
+        ),
+        _ => false,
     }
 }
 

@@ -28,6 +28,7 @@ mod retention;
 mod schedules;
 mod schema_name;
 mod search_path;
+mod server_language;
 mod stats;
 mod tags;
 mod tls;

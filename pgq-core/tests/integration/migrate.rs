@@ -383,8 +383,8 @@ async fn unmigrated_database() -> TestDatabase {
 
 /// Applies pgq's scripts as a migration tool does: each in a transaction of its own, on a
 /// connection that keeps the tool's search path.
-async fn apply_scripts(db: &TestDatabase, scripts: Vec<pgq_core::Migration>) {
-    let mut conn = db.pool().acquire().await.unwrap();
+pub(crate) async fn apply_scripts(pool: &sqlx::PgPool, scripts: Vec<pgq_core::Migration>) {
+    let mut conn = pool.acquire().await.unwrap();
     for migration in scripts {
         let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
         sqlx::raw_sql(sqlx::AssertSqlSafe(migration.sql))
@@ -424,7 +424,7 @@ async fn a_schema_applied_by_another_tool_from_pgqs_scripts_is_recognised() {
         scripts.len(),
         "the same migrations for schema pgq"
     );
-    apply_scripts(&db, scripts).await;
+    apply_scripts(db.pool(), scripts).await;
 
     // migrate() finds everything applied and runs no DDL: a role that may not create anything
     // in the database can run it.
@@ -524,7 +524,7 @@ async fn a_schema_older_than_the_binary_gets_schema_missing() {
         .into_iter()
         .filter(|migration| migration.version <= 8)
         .collect();
-    apply_scripts(&db, older).await;
+    apply_scripts(db.pool(), older).await;
     let client = db.client();
     let err = client
         .set_queue_limit("partner-api", Some(2))
@@ -625,7 +625,11 @@ async fn an_upgrade_makes_an_over_long_key_claimable_and_running_processes_read_
     }
 
     let db = unmigrated_database().await;
-    apply_scripts(&db, pgq_core::migrations().into_iter().take(11).collect()).await;
+    apply_scripts(
+        db.pool(),
+        pgq_core::migrations().into_iter().take(11).collect(),
+    )
+    .await;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO pgq.jobs (task, queue, payload, concurrency_key, concurrency_limit)
          SELECT 'Upgraded', 'upgraded', 'null', string_agg(md5(g::text), ''), 1
@@ -701,10 +705,26 @@ async fn a_worker_and_a_client_run_on_through_a_migration_that_changes_what_they
 /// Every call of `client` that reads or writes pgq's tables, by name, with what it returned
 /// when that was not `Error::SchemaMissing`.
 async fn calls_not_schema_missing(db: &TestDatabase, client: &Client) -> Vec<String> {
+    every_call(db.pool(), client)
+        .await
+        .into_iter()
+        .filter_map(|(name, result)| match result {
+            Err(Error::SchemaMissing { .. }) => None,
+            other => Some(format!("{name}: {other:?}")),
+        })
+        .collect()
+}
+
+/// Every call of `client` that reads or writes pgq's tables, by name, with what it returned
+/// (`pool`: a connection for the calls inside a transaction).
+pub(crate) async fn every_call(
+    pool: &sqlx::PgPool,
+    client: &Client,
+) -> Vec<(&'static str, pgq_core::Result<()>)> {
     use pgq_core::{JobFilter, JobId, RateLimit, Retention};
     let id = JobId::from(1);
-    let mut conn = db.pool().acquire().await.unwrap();
-    let results: Vec<(&str, pgq_core::Result<()>)> = vec![
+    let mut conn = pool.acquire().await.unwrap();
+    vec![
         ("enqueue", client.enqueue(BeforeMigrate).await.map(drop)),
         (
             "enqueue_many",
@@ -761,14 +781,7 @@ async fn calls_not_schema_missing(db: &TestDatabase, client: &Client) -> Vec<Str
                 .map(drop),
         ),
         ("schedules", client.schedules().await.map(drop)),
-    ];
-    results
-        .into_iter()
-        .filter_map(|(name, result)| match result {
-            Err(Error::SchemaMissing { .. }) => None,
-            other => Some(format!("{name}: {other:?}")),
-        })
-        .collect()
+    ]
 }
 
 #[tokio::test]
