@@ -99,7 +99,8 @@ pub mod __testkit {
     pub use crate::attempt::Recording;
     pub use crate::inline::InlineRunner;
     pub use crate::periodic_testing::{
-        enqueue_due, enqueue_due_declared, next_instant, next_instant_declared,
+        declared_schedule_names, enqueue_due, enqueue_due_declared, next_instant,
+        next_instant_declared, schedule_name,
     };
     pub use crate::testing::*;
 }

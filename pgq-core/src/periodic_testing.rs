@@ -30,6 +30,17 @@ pub async fn enqueue_due_declared(client: &Client, at: DateTime<Utc>) -> Result<
     scheduler::enqueue_due_at(client.store(), &checked, at, client.max_payload_bytes()).await
 }
 
+/// The name a worker knows `schedule` of `T` by: its own, or the task's.
+pub fn schedule_name<T: Task>(schedule: &Schedule) -> String {
+    schedule.name.clone().unwrap_or_else(|| T::NAME.to_owned())
+}
+
+/// The names of the schedules declared with `#[task(cron = ..)]` in the binary.
+pub fn declared_schedule_names() -> Result<Vec<String>> {
+    let checked = periodic::check_all(periodic::declared())?;
+    Ok(checked.into_iter().map(|periodic| periodic.name).collect())
+}
+
 /// The first instant of `schedule` strictly after `after`, or `None` when it has no more (or
 /// does not parse: [`enqueue_due`] says why).
 pub fn next_instant(schedule: &Schedule, after: DateTime<Utc>) -> Option<DateTime<Utc>> {

@@ -381,6 +381,24 @@ mod tests {
     }
 
     #[test]
+    fn nicknames_stand_for_their_five_fields() {
+        let after = at("2026-03-14T08:30:01Z");
+        for (nickname, next) in [
+            ("@hourly", "2026-03-14T09:00:00Z"),
+            ("@daily", "2026-03-15T00:00:00Z"),
+            ("@weekly", "2026-03-15T00:00:00Z"),
+            ("@monthly", "2026-04-01T00:00:00Z"),
+            ("@yearly", "2027-01-01T00:00:00Z"),
+            ("@annually", "2027-01-01T00:00:00Z"),
+        ] {
+            let cadence = Cadence::parse(nickname, "UTC").unwrap();
+            assert_eq!(cadence.next_after(after), Some(at(next)), "{nickname}");
+        }
+        assert!(Cadence::parse("@reboot", "UTC").is_err());
+        assert!(Cadence::parse("@every 5m", "UTC").is_err());
+    }
+
+    #[test]
     fn five_fields_mean_second_zero() {
         let cadence = Cadence::parse("*/5 * * * *", "UTC").unwrap();
         assert_eq!(

@@ -31,7 +31,16 @@ pub(crate) enum TemplateError {
     EmptyPlaceholder,
     /// `{0}`, `{a b}`, `{id:?}`: the text between the braces.
     NotAFieldName(String),
+    /// A NUL character, which PostgreSQL cannot store.
+    Nul,
+    /// Fixed text of more bytes than any key may have: its byte count.
+    TooLong(usize),
 }
+
+/// The most bytes a key has (`pgq_core::limits::MAX_UNIQUE_KEY_BYTES` and
+/// `MAX_CONCURRENCY_KEY_BYTES`): a template whose fixed text alone is longer makes no key an
+/// enqueue accepts.
+const MAX_KEY_BYTES: usize = 1024;
 
 impl TemplateError {
     /// The message for the template of `key` (`unique_key`, `concurrency_key`).
@@ -50,6 +59,10 @@ impl TemplateError {
             Self::NotAFieldName(text) => {
                 format!("{key} placeholder `{{{text}}}` must be a field name, as in `{{user_id}}`")
             }
+            Self::Nul => format!("{key} holds a NUL character, which PostgreSQL cannot store"),
+            Self::TooLong(bytes) => format!(
+                "{key} has {bytes} bytes of fixed text; a key has at most {MAX_KEY_BYTES} bytes"
+            ),
         }
     }
 }
@@ -98,6 +111,17 @@ impl Template {
         }
         if !literal.is_empty() {
             segments.push(Segment::Text(literal));
+        }
+        let texts = segments.iter().filter_map(|segment| match segment {
+            Segment::Text(text) => Some(text.as_str()),
+            Segment::Field(_) => None,
+        });
+        if texts.clone().any(|text| text.contains('\0')) {
+            return Err(TemplateError::Nul);
+        }
+        let bytes: usize = texts.map(str::len).sum();
+        if bytes > MAX_KEY_BYTES {
+            return Err(TemplateError::TooLong(bytes));
         }
         Ok(Self { segments })
     }
@@ -156,6 +180,20 @@ mod tests {
         assert_eq!(fields("welcome:{user_id}:{email}"), ["user_id", "email"]);
         assert_eq!(fields("{a}{a}"), ["a", "a"]);
         assert_eq!(fields("{_a1}{é}"), ["_a1", "é"]);
+    }
+
+    #[test]
+    fn text_no_key_may_hold_is_refused() {
+        assert_eq!(Template::parse("a\0b:{id}").err(), Some(TemplateError::Nul));
+        let longest = "x".repeat(MAX_KEY_BYTES);
+        assert!(Template::parse(&longest).is_ok());
+        assert!(Template::parse(&format!("{longest}{{id}}")).is_ok());
+        assert_eq!(
+            Template::parse(&format!("{longest}:{{id}}")).err(),
+            Some(TemplateError::TooLong(MAX_KEY_BYTES + 1))
+        );
+        // An escaped brace is one byte of the key.
+        assert!(Template::parse(&format!("{}{{{{", "x".repeat(MAX_KEY_BYTES - 1))).is_ok());
     }
 
     #[test]

@@ -42,7 +42,8 @@ pub struct TestDatabase {
 }
 
 impl TestDatabase {
-    /// Creates and migrates a new database. Panics with the reason if it cannot.
+    /// Creates and migrates a new database. Panics with the reason if it cannot, after
+    /// dropping the database when it was made but could not be connected to or migrated.
     ///
     /// ```no_run
     /// #[tokio::test]
@@ -74,23 +75,14 @@ impl TestDatabase {
                 let at = shown(&server);
                 panic!("cannot create test database {name} as {at} (set DATABASE_URL): {err}")
             });
-        // As `Client::connect` builds it: no ping before each use, so tests run pgq's
-        // statements as production does.
-        let pool = PgPoolOptions::new()
-            .max_connections(10)
-            .test_before_acquire(false)
-            .connect_with(server.clone().database(&name))
-            .await
-            .unwrap_or_else(|err| {
-                panic!(
-                    "cannot connect to test database {name}: {}",
-                    pgq_core::Error::from(err)
-                )
-            });
-        pgq_core::migrate(&pool)
-            .await
-            .unwrap_or_else(|err| panic!("cannot migrate test database {name}: {err}"));
-        Self { name, server, pool }
+        match ready(&server, &name).await {
+            Ok(pool) => Self { name, server, pool },
+            // No `TestDatabase` exists to drop the database when the panic unwinds.
+            Err(reason) => match __testkit::drop_database(&server, &name).await {
+                Ok(()) => panic!("{reason}"),
+                Err(err) => panic!("{reason} (and it could not be dropped: {err})"),
+            },
+        }
     }
 
     /// A pool on the test database.
@@ -239,6 +231,28 @@ impl Drop for TestDatabase {
             );
         }
     }
+}
+
+/// A pool on the new database `name`, migrated; or why not.
+async fn ready(server: &PgConnectOptions, name: &str) -> Result<PgPool, String> {
+    // As `Client::connect` builds it: no ping before each use, so tests run pgq's statements
+    // as production does.
+    let pool = PgPoolOptions::new()
+        .max_connections(10)
+        .test_before_acquire(false)
+        .connect_with(server.clone().database(name))
+        .await
+        .map_err(|err| {
+            format!(
+                "cannot connect to test database {name}: {}",
+                pgq_core::Error::from(err)
+            )
+        })?;
+    if let Err(err) = pgq_core::migrate(&pool).await {
+        pool.close().await;
+        return Err(format!("cannot migrate test database {name}: {err}"));
+    }
+    Ok(pool)
 }
 
 /// The server and role a panic names: never the password, as panics land in CI logs.

@@ -50,6 +50,9 @@ pub struct ScheduleClock {
     client: Client,
     now: DateTime<Utc>,
     schedules: Vec<(Next, Step)>,
+    /// Every schedule's name, the declared ones' too: two with one name would share their
+    /// bookkeeping, and `build()` refuses them.
+    names: Vec<String>,
 }
 
 impl fmt::Debug for ScheduleClock {
@@ -76,22 +79,33 @@ impl ScheduleClock {
             __testkit::next_instant_declared(after)
                 .unwrap_or_else(|err| panic!("a declared schedule is invalid: {err}"))
         });
+        let names = __testkit::declared_schedule_names()
+            .unwrap_or_else(|err| panic!("a declared schedule is invalid: {err}"));
         let clock = Self {
             client: client.clone(),
             now: start,
             schedules: vec![(next, declared.clone())],
+            names,
         };
         declared(clock.client.clone(), start).await;
         clock
     }
 
     /// Adds `schedule`, enqueueing what `make` returns, starting at the clock's time. Panics if
-    /// the schedule is invalid, as `build()` would refuse it.
+    /// the schedule is invalid, or has the name of another of the clock's schedules (the task's
+    /// name unless [`Schedule::name`] gives one; a task declared with `#[task(cron = ..)]` has
+    /// its schedule already), as `build()` would refuse it.
     pub async fn with<T: Task>(
         mut self,
         schedule: Schedule,
         make: impl Fn() -> T + Send + Sync + 'static,
     ) -> Self {
+        let name = __testkit::schedule_name::<T>(&schedule);
+        assert!(
+            !self.names.contains(&name),
+            "two schedules have the name {name:?}; name one with Schedule::name"
+        );
+        self.names.push(name);
         let make = Arc::new(make);
         let for_step = schedule.clone();
         let step: Step = Arc::new(move |client, at| {

@@ -243,3 +243,33 @@ async fn many_inline_enqueues_at_once_are_not_nesting(db: TestDatabase) {
         2 * pgq_testkit::MAX_INLINE_DEPTH
     );
 }
+
+/// Snoozes until it has run `runs` times in all (the handlers' state counts them).
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "stubborn")]
+struct Stubborn {
+    runs: usize,
+}
+
+#[async_trait]
+impl Handler for Stubborn {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        let ran = ctx.state::<Arc<Outbox>>().expect("a counter");
+        if ran.0.fetch_add(1, Ordering::SeqCst) + 1 < self.runs {
+            return Err(TaskError::snooze(Duration::ZERO));
+        }
+        Ok(())
+    }
+}
+
+/// One enqueue whose jobs run exactly `limits::DRAIN_LIMIT` attempts completes: the test
+/// fails only past it. (One attempt more fails it: not run here, it would take as long again.)
+#[pgq_testkit::test]
+async fn an_inline_enqueue_runs_up_to_the_drain_limit_of_attempts(db: TestDatabase) {
+    let limit = pgq_core::limits::DRAIN_LIMIT;
+    let outbox = Arc::new(Outbox::default());
+    let client = inline(&db, &outbox);
+    let id = client.enqueue(Stubborn { runs: limit }).await.unwrap().id();
+    assert_eq!(status(&client, id).await, JobStatus::Completed);
+    assert_eq!(outbox.0.load(Ordering::SeqCst), limit);
+}

@@ -184,3 +184,63 @@ async fn advancing_by_the_longest_duration_does_not_panic(db: TestDatabase) {
     clock.advance(std::time::Duration::MAX).await;
     assert_eq!(clock.now(), chrono::DateTime::<chrono::Utc>::MAX_UTC);
 }
+
+/// The message of the panic `clock` ends in.
+async fn panic_of(
+    clock: impl std::future::Future<Output = ScheduleClock> + Send + 'static,
+) -> String {
+    let panicked = tokio::spawn(clock)
+        .await
+        .expect_err("the clock panics")
+        .into_panic();
+    panicked
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Two schedules with one name would share their bookkeeping, and one of them would enqueue
+/// nothing: the clock refuses them, as `build()` does, a declared schedule's name included.
+#[pgq_testkit::test]
+async fn two_schedules_with_one_name_are_refused(db: TestDatabase) {
+    let start = at("2026-11-24T08:30:00Z");
+    let client = db.client();
+    let message = panic_of(async move {
+        ScheduleClock::start(&client, start)
+            .await
+            .with(Schedule::cron("0 0 * * * *"), || Ping { from: "a".into() })
+            .await
+            .with(Schedule::cron("0 0 * * * *"), || Ping { from: "b".into() })
+            .await
+    })
+    .await;
+    assert!(
+        message.contains("two schedules have the name \"Ping\""),
+        "{message}"
+    );
+
+    let client = db.client();
+    let message = panic_of(async move {
+        ScheduleClock::start(&client, start)
+            .await
+            .with(Schedule::cron("0 30 * * * *"), || HourlyReport)
+            .await
+    })
+    .await;
+    assert!(message.contains("\"HourlyReport\""), "{message}");
+
+    // Named apart, each enqueues its own.
+    let mut clock = ScheduleClock::start(&db.client(), start)
+        .await
+        .with(Schedule::cron("0 0 * * * *").name("a"), || Ping {
+            from: "a".into(),
+        })
+        .await
+        .with(Schedule::cron("0 0 * * * *").name("b"), || Ping {
+            from: "b".into(),
+        })
+        .await;
+    let tick = clock.next_tick().await.unwrap();
+    // Both pings and the declared hourly report.
+    assert_eq!(tick.jobs.len(), 3);
+}

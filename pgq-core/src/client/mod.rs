@@ -379,7 +379,11 @@ impl Client {
     }
 
     /// Returns every job the given worker holds to `pending` without spending their attempts:
-    /// for operators who know that worker is gone. Returns the released ids.
+    /// for operators who know that worker is gone. Returns the released ids. A job whose row
+    /// another transaction holds at that moment (its completion or renewal in flight, or a
+    /// handler's open [`JobContext::complete_in`](crate::JobContext::complete_in) transaction
+    /// on a host that is not gone after all) is skipped rather than waited for, and is not in
+    /// the list: its outcome lands, or the rescuer returns it once its lease runs out.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
