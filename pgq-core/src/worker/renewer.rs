@@ -12,8 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::PgPoolOptions;
-
 use crate::error::Result;
 use crate::maintenance::Service;
 use crate::store;
@@ -60,12 +58,16 @@ impl Service for Renewer {
         let renewed = match store::lease::renew(&self.store, &self.worker_id, &leases.leases).await
         {
             Err(err) if err.is_unreachable() => {
-                // A connection made for this renewal alone, like the pool's.
-                let options = (*self.store.pool().connect_options()).clone();
-                let alone = PgPoolOptions::new()
+                // A connection made for this renewal alone, as the upkeep pool makes its own:
+                // the same connect options and hooks (`after_connect`, ...).
+                let upkeep = self.store.pool();
+                let alone = upkeep
+                    .options()
+                    .clone()
                     .max_connections(1)
+                    .min_connections(0)
                     .test_before_acquire(false)
-                    .connect_lazy_with(options);
+                    .connect_lazy_with((*upkeep.connect_options()).clone());
                 let renewed = store::lease::renew(
                     &self.store.on(alone.clone()),
                     &self.worker_id,
