@@ -3,9 +3,11 @@
 //! every client's default.
 
 use std::fmt;
-use std::sync::Arc;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
+use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use pgq_core::__testkit::InlineRunner;
 use pgq_core::{Client, WorkerBuilder, limits};
@@ -88,7 +90,7 @@ impl Inline {
         let runner = Runner {
             inline: self,
             depth: 1,
-            too_deep: None,
+            shared: None,
         };
         client.clone().with_inline_runner(Some(Arc::new(runner)))
     }
@@ -105,11 +107,31 @@ struct Runner {
     /// How deep this runner's runs are: 1 for the client's own enqueues, one more for each
     /// level of jobs enqueued by inline jobs.
     depth: usize,
-    /// Set when the jobs of one enqueue nest deeper than [`MAX_INLINE_DEPTH`]: every run that
-    /// enqueue started stops after its current job, and the enqueue fails the test. Shared by
-    /// those runs only (`None` for the client's own runner: each of its enqueues makes one), so
-    /// that enqueues running at once count as siblings, not as nesting.
-    too_deep: Option<Arc<AtomicBool>>,
+    /// What the runs of one enqueue share (`None` for the client's own runner: each of its
+    /// enqueues makes one), so that enqueues running at once count as siblings, not as nesting.
+    shared: Option<Arc<Shared>>,
+}
+
+/// What stops every run of one enqueue and fails the test at that enqueue.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Set when the runs should stop after their current job.
+    stop: AtomicBool,
+    /// Set when the jobs nest deeper than [`MAX_INLINE_DEPTH`].
+    too_deep: AtomicBool,
+    /// What failed the test in a nested run. Such a panic unwinds into the handler of the job
+    /// whose enqueue started that run, where the worker would record it as that job's failed
+    /// attempt (and, with safety on, go on): it is kept for the enqueue that started it all.
+    failed: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn fail(&self, message: String) {
+        if let Ok(mut failed) = self.failed.lock() {
+            failed.get_or_insert(message);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+    }
 }
 
 impl InlineRunner<Client> for Runner {
@@ -119,44 +141,26 @@ impl InlineRunner<Client> for Runner {
         queue: &'a str,
     ) -> BoxFuture<'a, pgq_core::Result<()>> {
         Box::pin(async move {
-            let too_deep = self.too_deep.clone().unwrap_or_default();
+            let shared = self.shared.clone().unwrap_or_default();
             if self.depth > MAX_INLINE_DEPTH {
                 // Not a panic here: the worker running the enqueuing job would record it as
                 // that job's failure and go on with the next one.
-                too_deep.store(true, Ordering::SeqCst);
+                shared.too_deep.store(true, Ordering::SeqCst);
+                shared.stop.store(true, Ordering::SeqCst);
                 return Ok(());
             }
-            // The jobs these jobs enqueue, with `ctx.enqueue` on the worker's client, run
-            // inline a level deeper.
-            let nested = client.clone().with_inline_runner(Some(Arc::new(Runner {
-                inline: self.inline.clone(),
-                depth: self.depth + 1,
-                too_deep: Some(too_deep.clone()),
-            })));
-            // One attempt at a time, so that a run stops as soon as the jobs nest too deep; as
-            // many as a drain runs at most, so that a job that snoozes again and again, or
-            // retries at once, fails the test instead of hanging it.
-            let mut attempts = 0;
-            while !too_deep.load(Ordering::SeqCst) {
-                let ran = Drain::new(&nested)
-                    .queue(queue)
-                    .with_safety(self.inline.safety)
-                    .configured(self.inline.configure.clone())
-                    .limit(1)
-                    .run()
-                    .await;
-                if ran.is_empty() {
-                    break;
+            let runs = self.run_all(client, queue, &shared);
+            if self.depth > 1 {
+                if let Err(panic) = AssertUnwindSafe(runs).catch_unwind().await {
+                    shared.fail(panic_message(panic.as_ref()));
                 }
-                attempts += ran.len();
-                assert!(
-                    attempts <= limits::DRAIN_LIMIT,
-                    "inline jobs of queue {queue:?} ran more than {} attempts for one enqueue: \
-                     does a job snooze or retry at once for ever?",
-                    limits::DRAIN_LIMIT
-                );
+                return Ok(());
             }
-            if self.depth == 1 && too_deep.load(Ordering::SeqCst) {
+            runs.await;
+            if let Some(message) = shared.failed.lock().ok().and_then(|mut f| f.take()) {
+                panic!("{message}");
+            }
+            if shared.too_deep.load(Ordering::SeqCst) {
                 panic!(
                     "inline jobs of queue {queue:?} enqueued jobs more than {MAX_INLINE_DEPTH} \
                      deep: does a job enqueue itself?"
@@ -165,4 +169,49 @@ impl InlineRunner<Client> for Runner {
             Ok(())
         })
     }
+}
+
+impl Runner {
+    /// Runs the due jobs of `queue` one attempt at a time until none is left or the runs stop.
+    async fn run_all(&self, client: &Client, queue: &str, shared: &Arc<Shared>) {
+        // The jobs these jobs enqueue, with `ctx.enqueue` on the worker's client, run inline a
+        // level deeper.
+        let nested = client.clone().with_inline_runner(Some(Arc::new(Runner {
+            inline: self.inline.clone(),
+            depth: self.depth + 1,
+            shared: Some(shared.clone()),
+        })));
+        // One attempt at a time, so that a run stops as soon as the jobs nest too deep; as many
+        // as a drain runs at most, so that a job that snoozes again and again, or retries at
+        // once, fails the test instead of hanging it.
+        let mut attempts = 0;
+        while !shared.stop.load(Ordering::SeqCst) {
+            let ran = Drain::new(&nested)
+                .queue(queue)
+                .with_safety(self.inline.safety)
+                .configured(self.inline.configure.clone())
+                .limit(1)
+                .run()
+                .await;
+            if ran.is_empty() {
+                break;
+            }
+            attempts += ran.len();
+            assert!(
+                attempts <= limits::DRAIN_LIMIT,
+                "inline jobs of queue {queue:?} ran more than {} attempts for one enqueue: \
+                 does a job snooze or retry at once for ever?",
+                limits::DRAIN_LIMIT
+            );
+        }
+    }
+}
+
+/// A panic's message, as the panic hook prints it.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|message| (*message).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a nested inline run panicked".to_owned())
 }

@@ -273,3 +273,30 @@ async fn an_inline_enqueue_runs_up_to_the_drain_limit_of_attempts(db: TestDataba
     assert_eq!(status(&client, id).await, JobStatus::Completed);
     assert_eq!(outbox.0.load(Ordering::SeqCst), limit);
 }
+
+/// No handler is linked for it.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "unhandled")]
+struct Unhandled;
+
+/// Enqueues an [`Unhandled`].
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "hands-off")]
+struct HandsOff;
+
+#[async_trait]
+impl Handler for HandsOff {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.enqueue(Unhandled).await?;
+        Ok(())
+    }
+}
+
+/// What fails the test in a job's own inline enqueue fails it with safety on too: it is not
+/// taken for that job's panic, recorded as its failed attempt.
+#[pgq_testkit::test]
+async fn a_nested_inline_failure_fails_the_test_with_safety_on(client: Client) {
+    let inline = Inline::new().with_safety(true).client(&client);
+    let message = panic_of(async move { inline.enqueue(HandsOff).await }).await;
+    assert!(message.contains("no handler linked"), "{message}");
+}
