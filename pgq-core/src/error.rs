@@ -200,22 +200,40 @@ pub enum Error {
 impl From<sqlx::Error> for Error {
     /// A statement of pgq's that names a schema, table, column, type or function the database
     /// lacks found no schema of pgq's, or an older one: every one its statements name is its
-    /// own. So did one whose rows lack a column pgq reads (`job.*` on an older table), and one
-    /// that writes a column the database generates (`phase`, in schemas before migration 0004):
-    /// none of pgq's columns is generated now.
+    /// own.
     fn from(err: sqlx::Error) -> Self {
-        let missing = match &err {
-            sqlx::Error::ColumnNotFound(column) => {
-                Some(format!("the rows of a statement lack column \"{column}\""))
-            }
-            err => err
-                .as_database_error()
-                .filter(|db| names_a_missing_object(*db) || db.code().as_deref() == Some("428C9"))
-                .map(|db| db.message().to_owned()),
-        };
+        let missing = err
+            .as_database_error()
+            .filter(|db| names_a_missing_object(*db))
+            .map(|db| db.message().to_owned());
         match missing {
             Some(message) => Error::SchemaMissing { message },
             None => Error::Database(err),
+        }
+    }
+}
+
+impl Error {
+    /// What the failure of one of pgq's own statements (run through `Store::bound`) means:
+    /// besides what [`From`] tells, rows lacking a column pgq reads (`job.*` on an older
+    /// table) and a write to a column the database generates (`phase`, in schemas before
+    /// migration 0004; none of pgq's columns is generated now) come from a schema older than
+    /// the binary. Only there: an application's statements, whose errors its `?` converts,
+    /// keep these as [`Error::Database`].
+    pub(crate) fn of_own_statement(self) -> Self {
+        let missing = match &self {
+            Error::Database(sqlx::Error::ColumnNotFound(column)) => {
+                Some(format!("the rows of a statement lack column \"{column}\""))
+            }
+            Error::Database(err) => err
+                .as_database_error()
+                .filter(|db| db.code().as_deref() == Some("428C9"))
+                .map(|db| db.message().to_owned()),
+            _ => None,
+        };
+        match missing {
+            Some(message) => Error::SchemaMissing { message },
+            None => self,
         }
     }
 }

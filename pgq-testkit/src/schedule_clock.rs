@@ -92,9 +92,11 @@ impl ScheduleClock {
     }
 
     /// Adds `schedule`, enqueueing what `make` returns, starting at the clock's time. Panics if
-    /// the schedule is invalid, or has the name of another of the clock's schedules (the task's
-    /// name unless [`Schedule::name`] gives one; a task declared with `#[task(cron = ..)]` has
-    /// its schedule already), as `build()` would refuse it.
+    /// the schedule is invalid, as `build()` would refuse it, or has the name of another of the
+    /// clock's schedules (the task's name unless [`Schedule::name`] gives one; a task declared
+    /// with `#[task(cron = ..)]` has its schedule already): two such schedules would share one
+    /// record in the database, as they do in production, where `build()` refuses them on one
+    /// worker.
     pub async fn with<T: Task>(
         mut self,
         schedule: Schedule,

@@ -340,6 +340,7 @@ impl Store {
             {
                 Err(Error::Unresponsive(self.timeout))
             }
+            Ok(Err(err)) => Err(err.of_own_statement()),
             Ok(result) => result,
             Err(_) => Err(Error::Unresponsive(self.timeout)),
         }

@@ -559,6 +559,29 @@ async fn an_applications_trigger_naming_a_missing_field_is_not_schema_missing() 
     assert!(matches!(err, Error::Database(_)), "{err:?}");
 }
 
+/// The application's own statements, whose errors its `?` converts into pgq's, keep what they
+/// were: a column its code reads that its rows lack, a write to its generated column.
+#[tokio::test]
+async fn an_applications_own_errors_stay_database_errors() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql("CREATE TABLE public.orders (id int GENERATED ALWAYS AS IDENTITY, total int)")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let generated: Error = sqlx::query("INSERT INTO public.orders (id, total) VALUES (1, 2)")
+        .execute(db.pool())
+        .await
+        .unwrap_err()
+        .into();
+    assert!(matches!(generated, Error::Database(_)), "{generated:?}");
+    let row = sqlx::query("SELECT 1 AS total")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    let unread: Error = row.try_get::<i32, _>("totl").unwrap_err().into();
+    assert!(matches!(unread, Error::Database(_)), "{unread:?}");
+}
+
 #[tokio::test]
 async fn a_client_naming_a_schema_that_was_never_migrated_gets_schema_missing() {
     let db = TestDatabase::new().await;
