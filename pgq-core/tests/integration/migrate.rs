@@ -695,33 +695,43 @@ async fn an_upgrade_makes_an_over_long_key_claimable_and_running_processes_read_
 /// connection that prepared them before is refused them once, and prepares them again.
 #[tokio::test]
 async fn a_worker_and_a_client_run_on_through_a_migration_that_changes_what_they_read() {
+    let db = TestDatabase::new().await;
+    run_on_through_a_migration(&db.client(), db.pool(), "unmigrated", || BeforeMigrate).await;
+}
+
+/// Runs a job of `task()` on a worker of `queue`, changes the type of a column the worker's and
+/// the client's prepared statements return, and runs another.
+pub(crate) async fn run_on_through_a_migration<T: Task>(
+    client: &Client,
+    pool: &sqlx::PgPool,
+    queue: &str,
+    task: impl Fn() -> T,
+) {
     use pgq_core::JobOutcome;
 
-    let db = TestDatabase::new().await;
-    let client = db.client();
     let worker = Worker::builder(client.clone())
-        .queue("unmigrated", 2)
+        .queue(queue, 2)
         .build()
         .unwrap();
     let mut events = worker.events();
     let handle = worker.start();
-    let before = client.enqueue(BeforeMigrate).await.unwrap().id();
-    support::finished(&mut events, before).await;
+    let before = client.enqueue(task()).await.unwrap().id();
+    assert_eq!(
+        support::finished(&mut events, before).await.0,
+        JobOutcome::Completed
+    );
     assert!(client.job(before).await.unwrap().is_some());
 
     sqlx::raw_sql("ALTER TABLE pgq.jobs ALTER COLUMN task TYPE text")
-        .execute(db.pool())
+        .execute(pool)
         .await
         .unwrap();
-    let after = client.enqueue(BeforeMigrate).await.unwrap().id();
+    let after = client.enqueue(task()).await.unwrap().id();
     assert_eq!(
         support::finished(&mut events, after).await.0,
         JobOutcome::Completed
     );
-    assert_eq!(
-        client.job(after).await.unwrap().unwrap().task,
-        "BeforeMigrate"
-    );
+    assert_eq!(client.job(after).await.unwrap().unwrap().task, T::NAME);
     handle.shutdown().await.unwrap();
 }
 

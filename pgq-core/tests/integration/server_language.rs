@@ -7,14 +7,13 @@
 
 use std::process::Command;
 
-use pgq_core::{Client, Error, Handler, JobContext, JobOutcome, Task, TaskError, Worker};
+use pgq_core::{Client, Error, Handler, JobContext, Task, TaskError};
 use pgq_test_support::{Cluster, ClusterOptions};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::migrate::{apply_scripts, every_call};
-use crate::support;
+use crate::migrate::{apply_scripts, every_call, run_on_through_a_migration};
 
 const LOCALE: &str = "de_DE.UTF-8";
 
@@ -133,28 +132,5 @@ async fn jobs_run_on_through_a_migration_in_any_language() {
     let pool = pool(&cluster, "betrieb").await;
     let client = Client::new(pool.clone());
     client.migrate().await.unwrap();
-    let worker = Worker::builder(client.clone())
-        .queue("sprache", 2)
-        .build()
-        .unwrap();
-    let mut events = worker.events();
-    let handle = worker.start();
-    let before = client.enqueue(Auftrag).await.unwrap().id();
-    assert_eq!(
-        support::finished(&mut events, before).await.0,
-        JobOutcome::Completed
-    );
-    assert!(client.job(before).await.unwrap().is_some());
-
-    sqlx::raw_sql("ALTER TABLE pgq.jobs ALTER COLUMN task TYPE text")
-        .execute(&pool)
-        .await
-        .unwrap();
-    let after = client.enqueue(Auftrag).await.unwrap().id();
-    assert_eq!(
-        support::finished(&mut events, after).await.0,
-        JobOutcome::Completed
-    );
-    assert_eq!(client.job(after).await.unwrap().unwrap().task, "Auftrag");
-    handle.shutdown().await.unwrap();
+    run_on_through_a_migration(&client, &pool, "sprache", || Auftrag).await;
 }
