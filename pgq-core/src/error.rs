@@ -238,16 +238,20 @@ impl Error {
     }
 }
 
-/// Whether the server refused a statement for naming what the database lacks. SQLSTATE 42703,
-/// 42704 and 42883 also cover a field a trigger's record lacks (an application's trigger on
-/// pgq's table) and unknown operators and settings, so for those the routine that raised the
-/// error must be the parser's lookup of a column, a type or a function. The routine is read
+/// Whether the server refused one of pgq's statements for naming what the database lacks.
+/// SQLSTATE 42703, 42704 and 42883 also cover unknown operators and settings, so for those the
+/// routine that raised the error must be the parser's lookup of a column, a type or a function. The routine is read
 /// from the error's `R` field, which the server's language (`lc_messages`) leaves in English;
 /// only a server that sends none is judged by its message's English start.
 fn names_a_missing_object(db: &dyn sqlx::error::DatabaseError) -> bool {
-    let routine = db
-        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
-        .and_then(|pg| pg.routine());
+    let pg = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>();
+    // Raised inside a function or trigger (the error has a context): an application's trigger
+    // on pgq's table reading what its own schema lacks. pgq's functions come with the tables
+    // they read, so an older schema fails at the statement, naming the function.
+    if pg.is_some_and(|pg| pg.r#where().is_some()) {
+        return false;
+    }
+    let routine = pg.and_then(|pg| pg.routine());
     let raised_by = |routines: &[&str], english_start: &str| match routine {
         Some(routine) => routines.contains(&routine),
         None => db.message().starts_with(english_start),

@@ -557,6 +557,22 @@ async fn an_applications_trigger_naming_a_missing_field_is_not_schema_missing() 
     .unwrap();
     let err = db.client().enqueue(BeforeMigrate).await.unwrap_err();
     assert!(matches!(err, Error::Database(_)), "{err:?}");
+    // Nor one writing to a column or a table of its own that is not there.
+    for body in [
+        "INSERT INTO public.audit (missing) VALUES (1)",
+        "INSERT INTO public.nowhere (id) VALUES (1)",
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE IF NOT EXISTS public.audit (id int);
+             CREATE OR REPLACE FUNCTION public.tenant_of() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN {body}; RETURN NEW; END $$;"
+        )))
+        .execute(db.pool())
+        .await
+        .unwrap();
+        let err = db.client().enqueue(BeforeMigrate).await.unwrap_err();
+        assert!(matches!(err, Error::Database(_)), "{body}: {err:?}");
+    }
 }
 
 /// The application's own statements, whose errors its `?` converts into pgq's, keep what they
