@@ -240,9 +240,10 @@ impl Error {
 
 /// Whether the server refused one of pgq's statements for naming what the database lacks.
 /// SQLSTATE 42703, 42704 and 42883 also cover unknown operators and settings, so for those the
-/// routine that raised the error must be the parser's lookup of a column, a type or a function. The routine is read
-/// from the error's `R` field, which the server's language (`lc_messages`) leaves in English;
-/// only a server that sends none is judged by its message's English start.
+/// routine that raised the error must be the parser's lookup of a column, a type or a
+/// function. The routine is read from the error's `R` field, which the server's language
+/// (`lc_messages`) leaves in English; only a server that sends none is judged by its message's
+/// English start.
 fn names_a_missing_object(db: &dyn sqlx::error::DatabaseError) -> bool {
     let pg = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>();
     // Raised inside a function or trigger (the error has a context): an application's trigger
