@@ -226,9 +226,10 @@ fn parse_limit(text: &str) -> Result<QueueLimit, String> {
         return Ok(QueueLimit(None));
     }
     match text.parse::<u32>() {
-        Ok(limit) if limit >= 1 => Ok(QueueLimit(Some(limit))),
+        Ok(limit) if (1..=i32::MAX as u32).contains(&limit) => Ok(QueueLimit(Some(limit))),
         _ => Err(format!(
-            "{text:?} is not a limit: a whole number from 1, or `none`"
+            "{text:?} is not a limit: a whole number from 1 to {}, or `none`",
+            i32::MAX
         )),
     }
 }

@@ -66,34 +66,48 @@ pub(crate) async fn client_with(global: &Global, connections: u32) -> Result<Cli
     }
 }
 
-/// `url` without its password, wherever it is: `user:secret@` (the secret may hold `@`, `?`
-/// or `/`: the user info ends at the last `@`) or `password=secret`. A string that is not a URL
-/// (a `key=value` connection string may hold `password=`) is not shown at all.
+/// `url` as sqlx reads it (a WHATWG URL), without its password: the user, host, port and
+/// database, and of the query only the settings sqlx knows that hold no secret. A string it
+/// cannot read that way is not shown at all: a `key=value` connection string, or a URL whose
+/// password holds an unescaped `/`, `?` or `#`, which would put part of the password in the
+/// port, path or query.
 pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return "(not shown: it is not a URL)".to_owned();
+    const NOT_SHOWN: &str = "(not shown: it is not a URL)";
+    const SHOWN_SETTINGS: [&str; 14] = [
+        "sslmode",
+        "ssl-mode",
+        "sslrootcert",
+        "ssl-root-cert",
+        "ssl-ca",
+        "sslcert",
+        "ssl-cert",
+        "statement-cache-capacity",
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "application_name",
+    ];
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return NOT_SHOWN.to_owned();
     };
-    let rest = match rest.rfind('@') {
-        Some(at) => {
-            let user = rest[..at].split(':').next().unwrap_or_default();
-            format!("{user}{}", &rest[at..])
-        }
-        None => rest.to_owned(),
-    };
-    let (base, query) = match rest.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (rest.as_str(), None),
-    };
-    let kept: Vec<&str> = query
-        .into_iter()
-        .flat_map(|query| query.split('&'))
-        .filter(|pair| !pair.to_ascii_lowercase().starts_with("password="))
-        .collect();
-    if kept.is_empty() {
-        format!("{scheme}://{base}")
-    } else {
-        format!("{scheme}://{base}?{}", kept.join("&"))
+    let misplaced = parsed.path().contains('@')
+        || parsed.fragment().is_some()
+        || parsed.query_pairs().any(|(key, _)| key.contains('@'));
+    if misplaced || parsed.set_password(None).is_err() {
+        return NOT_SHOWN.to_owned();
     }
+    let kept: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter(|(key, _)| SHOWN_SETTINGS.contains(&key.as_ref()))
+        .map(|(key, value)| (key.into_owned(), value.into_owned()))
+        .collect();
+    parsed.set_query(None);
+    if !kept.is_empty() {
+        parsed.query_pairs_mut().extend_pairs(kept);
+    }
+    parsed.to_string()
 }
 
 #[cfg(test)]
@@ -112,17 +126,30 @@ mod tests {
         );
         assert_eq!(redact("postgres://app@db/app"), "postgres://app@db/app");
         assert_eq!(redact("postgres://db/app?Password=x"), "postgres://db/app");
+        // An unescaped `@` in the password: the user info ends at the last `@`.
         assert_eq!(
-            redact("postgres://app:p?ss@db/app"),
+            redact("postgres://app:p@ss@db/app?x=1"),
             "postgres://app@db/app"
         );
+        // An `@` in the query (an Azure `user@server` login) ends no user info.
         assert_eq!(
-            redact("postgres://app:p@s/s@db/app?x=1"),
-            "postgres://app@db/app?x=1"
+            redact("postgres://db:1/app?user=admin@srv&password=hunter2"),
+            "postgres://db:1/app?user=admin%40srv"
         );
         assert_eq!(
-            redact("host=db user=app password=s3cret"),
-            "(not shown: it is not a URL)"
+            redact("postgres://app:pw@db:5432/app?application_name=ops@laptop"),
+            "postgres://app@db:5432/app?application_name=ops%40laptop"
         );
+        // A password with `/`, `?` or `#` would spill into the port, path or query.
+        for url in [
+            "postgres://app:p?ss@db/app",
+            "postgres://app:12?ss@db/app",
+            "postgres://app:p@s/s@db/app?x=1",
+            "postgres://app:12/ss@db/app",
+            "postgres://app:12#ss@db/app",
+            "host=db user=app password=s3cret",
+        ] {
+            assert_eq!(redact(url), "(not shown: it is not a URL)", "{url}");
+        }
     }
 }

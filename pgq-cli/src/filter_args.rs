@@ -75,8 +75,23 @@ impl FilterArgs {
             && self.tag.is_empty()
     }
 
+    /// Whether a finished-time bound is given: only finished jobs can match it.
+    pub(crate) fn names_a_finish(&self) -> bool {
+        self.finished_after.is_some() || self.finished_before.is_some()
+    }
+
     /// The filter, checked as the API would check it.
     pub(crate) fn filter(&self) -> Result<JobFilter, Failure> {
+        if self.names_a_finish()
+            && !self.status.is_empty()
+            && !self.status.iter().any(|status| status.is_finished())
+        {
+            return Err(Failure::Usage(
+                "--finished-after and --finished-before match finished jobs only (completed, \
+                 failed, cancelled): --status names none of them"
+                    .into(),
+            ));
+        }
         let mut filter = JobFilter::new().statuses(self.status.iter().copied());
         if let Some(task) = &self.task {
             filter = filter.task(task);

@@ -597,6 +597,27 @@ fn bad_names_and_times_are_refused_before_connecting() {
         ],
         &["jobs", "retry", "--status", "completed", "--yes"],
         &["jobs", "cancel", "--status", "failed", "--yes"],
+        // Only finished jobs have a finished time.
+        &["jobs", "cancel", "--finished-after", "1h", "--yes"],
+        &[
+            "jobs",
+            "delete",
+            "--force",
+            "--status",
+            "pending",
+            "--finished-before",
+            "2026-01-01",
+            "--yes",
+        ],
+        &[
+            "jobs",
+            "list",
+            "--status",
+            "running",
+            "--finished-after",
+            "1h",
+        ],
+        &["queues", "limit", "q", "3000000000"],
         &[
             "jobs",
             "retry",
@@ -640,6 +661,10 @@ fn a_connection_string_never_shows_its_password() {
         "host=127.0.0.1 port=1 user=app password=s3cret",
         "postgres://app:s3c?ret@127.0.0.1:1/app",
         "postgres://app:s3c@ret@127.0.0.1:1/app",
+        // An `@` in the query string, as in Azure's `user@server` logins.
+        "postgres://127.0.0.1:1/app?user=admin@srv&password=s3cret",
+        "postgres://app:s3cret@127.0.0.1:1/app?application_name=ops@laptop",
+        "postgres://app@127.0.0.1:1/app?Password=s3cret&user=x@y",
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_pgq"))
             .args(["stats", "--database-url", url])

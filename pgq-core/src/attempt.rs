@@ -325,7 +325,8 @@ impl AttemptState {
             if let Some(percent) = percent {
                 progress.percent = percent.min(100);
             }
-            if let Some(stage) = stage {
+            // An empty stage keeps the last one reported, sent or still throttled.
+            if let Some(stage) = stage.filter(|stage| !stage.is_empty()) {
                 progress.stage = text::storable(stage, limits::MAX_STAGE_BYTES).into_owned();
             }
             if event {

@@ -304,7 +304,9 @@ impl JobContext {
     }
 
     /// Holds the job for at least `duration` from now, for work the handler knows is long.
-    /// Fails with [`Error::LeaseLost`] when the lease already ran out.
+    /// Fails with [`Error::LeaseLost`] when the lease already ran out. A duration longer than
+    /// [`limits::MAX_LEASE`] (a day) holds the job a day: the worker renews the lease for as
+    /// long as the handler runs anyway.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -332,7 +334,7 @@ impl JobContext {
             return Ok(());
         }
         // Longer than a day is a day: the lease is renewed while the handler runs anyway.
-        let millis = i64::try_from(duration.min(limits::MAX_LEASE).as_millis()).unwrap_or(i64::MAX);
+        let millis = limits::millis_rounded_up(duration.min(limits::MAX_LEASE));
         if store::lease::extend(client.store(), fence, millis).await? {
             Ok(())
         } else {

@@ -227,7 +227,7 @@ pub(crate) fn template<'a, T: Task>(options: &'a EnqueueOptions) -> Result<JobTe
                 format!("{delay:?} is longer than 100 years"),
             ));
         }
-        Some(delay) => i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
+        Some(delay) => limits::millis_rounded_up(delay),
         None => 0,
     };
     let meta = job_meta::build(&options.tags).map_err(|reason| invalid::<T>("tags", reason))?;

@@ -386,3 +386,9 @@ pub(crate) const MAX_ON_TIME_INSTANTS: usize = 10_000;
 /// assert!("1/25h".parse::<pgq_core::RateLimit>().is_err());
 /// ```
 pub const MAX_RATE_PERIOD: Duration = Duration::from_secs(24 * 3600);
+
+/// `duration` in whole milliseconds, the unit waits are stored in, rounded up: a wait meaning
+/// "no earlier than" is never shortened.
+pub(crate) fn millis_rounded_up(duration: Duration) -> i64 {
+    i64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(i64::MAX)
+}

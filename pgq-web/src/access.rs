@@ -1,8 +1,6 @@
 //! The access token: with one configured, every request must carry it, as a bearer header or
 //! as the session cookie the login form sets.
 
-use axum::Form;
-use axum::extract::rejection::FormRejection;
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -13,8 +11,8 @@ use maud::html;
 use crate::cookie;
 use crate::csrf;
 use crate::dashboard::Dashboard;
+use crate::form;
 use crate::page::{self, Section};
-use crate::problem::Problem;
 
 /// The cookie the login form sets.
 const SESSION_COOKIE: &str = "pgq_session";
@@ -73,14 +71,11 @@ pub(crate) async fn login_form(State(dashboard): State<Dashboard>) -> Response {
 }
 
 /// `POST /login`: the right token sets the session cookie and goes to the queues.
-pub(crate) async fn login(
-    State(dashboard): State<Dashboard>,
-    headers: HeaderMap,
-    form: Result<Form<Vec<(String, String)>>, FormRejection>,
-) -> Response {
-    let fields = match form {
-        Ok(Form(fields)) => fields,
-        Err(rejection) => return Problem::from(rejection).page(&dashboard),
+pub(crate) async fn login(State(dashboard): State<Dashboard>, request: Request) -> Response {
+    let headers = request.headers().clone();
+    let fields = match form::fields(request, &dashboard).await {
+        Ok(fields) => fields,
+        Err(problem) => return problem.page(&dashboard),
     };
     if let Err(refusal) = csrf::same_origin(&headers) {
         return page::problem(&dashboard, StatusCode::FORBIDDEN, refusal.message());

@@ -8,6 +8,7 @@ mod config;
 mod cookie;
 mod csrf;
 mod dashboard;
+mod form;
 mod headers;
 mod host;
 mod page;

@@ -79,9 +79,19 @@ const ECHOED_CHARS: usize = 80;
 
 /// `input` as a message repeats it: quoted, and cut to its first [`ECHOED_CHARS`] characters.
 pub(crate) fn echoed(input: &str) -> String {
+    let cut = cut(input);
+    if cut.len() < input.len() {
+        format!("{cut:?}…")
+    } else {
+        format!("{input:?}")
+    }
+}
+
+/// `input`'s first [`ECHOED_CHARS`] characters: what a page shows of input it refused.
+pub(crate) fn cut(input: &str) -> &str {
     match input.char_indices().nth(ECHOED_CHARS) {
-        Some((end, _)) => format!("{:?}…", &input[..end]),
-        None => format!("{input:?}"),
+        Some((end, _)) => &input[..end],
+        None => input,
     }
 }
 

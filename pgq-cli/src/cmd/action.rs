@@ -132,13 +132,24 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
                 .copied()
                 .filter(|s| args.filter.status.is_empty() || args.filter.status.contains(s))
                 .collect();
-            if narrowed.status.is_empty() {
-                // Nothing could match: say so rather than report an action on no jobs.
+            // Nothing could match: say so rather than report an action on no jobs.
+            let can = || {
                 let can: Vec<&str> = verb.statuses().iter().map(|s| s.as_str()).collect();
+                can.join(", ")
+            };
+            if narrowed.status.is_empty() {
                 return Err(Failure::Usage(format!(
                     "{} changes only {} jobs: --status names none of them",
                     verb.name(),
-                    can.join(", ")
+                    can()
+                )));
+            }
+            if args.filter.names_a_finish() && !narrowed.status.iter().any(|s| s.is_finished()) {
+                return Err(Failure::Usage(format!(
+                    "{} changes only {} jobs, which have not finished: --finished-after and \
+                     --finished-before match none of them",
+                    verb.name(),
+                    can()
                 )));
             }
             Targets::Filter(Box::new(narrowed.filter()?))

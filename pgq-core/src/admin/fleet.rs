@@ -76,8 +76,9 @@ impl Client {
     }
 
     /// How many jobs each queue completed, failed and cancelled, minute by minute, over the
-    /// last [`FINISHED_HISTORY_MINUTES`]. It reads the finished-jobs index over that hour,
-    /// never the whole history.
+    /// last [`FINISHED_HISTORY_MINUTES`]: the current minute (by the database clock,
+    /// [`FinishedHistory::now`]) and the 59 whole minutes before it. It reads the finished-jobs
+    /// index over that hour, never the whole history.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {

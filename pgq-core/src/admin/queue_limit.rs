@@ -15,7 +15,8 @@ impl Client {
     /// worker serving the queue applies a new limit within a second, as it does a pause; a lower
     /// limit lets running jobs finish and starts none until the queue is under it. The claims
     /// of a limited queue cost what any claim costs; queues without a limit pay nothing for it.
-    /// A limit of 0 is refused with [`Error::InvalidQueue`]: pause the queue instead.
+    /// A limit of 0 is refused with [`Error::InvalidQueue`] (pause the queue instead), as is
+    /// one above `i32::MAX`, the most the database stores.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
@@ -34,7 +35,9 @@ impl Client {
                     "a concurrency limit is at least 1; pause the queue to run none",
                 ));
             }
-            Some(limit) => Some(i32::try_from(limit).unwrap_or(i32::MAX)),
+            Some(limit) => Some(i32::try_from(limit).map_err(|_| {
+                Error::invalid_queue(queue, "a concurrency limit is at most 2147483647")
+            })?),
             None => None,
         };
         store::queues::set_limit(self.store(), queue, limit).await

@@ -16,8 +16,8 @@ SELECT queue, date_trunc('minute', completed_at) AS minute,
        count(*) FILTER (WHERE status = 'failed') AS failed,
        count(*) FILTER (WHERE status = 'cancelled') AS cancelled
 FROM pgq.jobs
-WHERE phase = 2 AND completed_at > (now() - ($1 * interval '1 second'))
-  AND completed_at < (date_trunc('minute', now()) + interval '1 minute')
+WHERE phase = 2 AND completed_at >= ($1 - (($2 - 1) * interval '1 minute'))
+  AND completed_at < ($1 + interval '1 minute')
 GROUP BY queue, minute
 ORDER BY queue, minute";
 
@@ -37,7 +37,8 @@ pub(crate) async fn finished_by_minute(
             .await?;
         let rows = sqlx::query(store.sql(FINISHED_BY_MINUTE))
             .persistent(store.prepared())
-            .bind(i64::from(minutes) * 60)
+            .bind(now)
+            .bind(i64::from(minutes))
             .fetch_all(&mut *conn)
             .await?;
         let count = |row: &sqlx::postgres::PgRow, name: &str| -> Result<u64> {

@@ -512,7 +512,7 @@ impl Batch {
 /// A delay a handler asked for, as stored: at most [`MAX_DELAY`](limits::MAX_DELAY), as for
 /// enqueues, so that the outcome is always recorded.
 fn millis(delay: std::time::Duration) -> i64 {
-    i64::try_from(delay.min(limits::MAX_DELAY).as_millis()).unwrap_or(i64::MAX)
+    limits::millis_rounded_up(delay.min(limits::MAX_DELAY))
 }
 
 /// What a release wrote: `cancelled` when a cancel was asked for, else `released`.

@@ -412,6 +412,28 @@ async fn a_delay_inside_a_long_transaction_counts_from_the_statement() {
     );
 }
 
+/// Waits are stored in whole milliseconds: a part of one rounds up, never down to "now".
+#[tokio::test]
+async fn a_delay_shorter_than_a_millisecond_is_never_shortened() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    for (delay, stored) in [(900, 1), (1_900, 2), (2_000, 2)] {
+        let options = EnqueueOptions::default().delay(Duration::from_micros(delay));
+        let id = client
+            .enqueue_with(receipt(delay as i64), options)
+            .await
+            .unwrap()
+            .id();
+        let job = client.job(id).await.unwrap().unwrap();
+        // `run_at` counts from the statement's clock, a little after `created_at`.
+        let due_after = job.run_at - job.created_at;
+        assert!(
+            due_after >= chrono::Duration::milliseconds(stored),
+            "a delay of {delay} µs is due {due_after:?} after the enqueue"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_zero_statement_timeout_means_none_and_a_wakeup_window_of_any_length_enqueues() {
     let db = TestDatabase::new().await;

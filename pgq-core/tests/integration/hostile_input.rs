@@ -457,6 +457,23 @@ async fn every_finite_float_reads_back_as_itself() {
         );
         ids.push(id);
     }
+    // The one exception, as the README says: a decimal has no negative zero.
+    let id = client
+        .enqueue(Measure {
+            x: -0.0,
+            bits: 0.0f64.to_bits(),
+        })
+        .await
+        .unwrap()
+        .id();
+    let job = client.job(id).await.unwrap().unwrap();
+    let read: Measure = serde_json::from_value(job.payload).unwrap();
+    assert_eq!(
+        read.x.to_bits(),
+        0.0f64.to_bits(),
+        "-0.0 read back as {:e}",
+        read.x
+    );
     let drained = pgq_testkit::drain(&client, "floats").await;
     for outcome in drained {
         assert_eq!(outcome.outcome, JobOutcome::Completed, "{outcome:?}");

@@ -60,6 +60,21 @@ impl Handler for HugeStage {
     }
 }
 
+/// Moves to a new stage, then reports progress alone (an empty stage) within the throttle.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "progress-stage-kept")]
+struct StageThenPercent;
+
+#[async_trait]
+impl Handler for StageThenPercent {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        ctx.progress(10, "download").await;
+        ctx.progress(50, "upload").await;
+        ctx.progress(60, "").await;
+        Ok(())
+    }
+}
+
 /// Reports 70 % and fails, to run again in an hour; or snoozes; or, when `last`, fails for good.
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "progress-again", max_attempts = 2)]
@@ -179,6 +194,18 @@ async fn an_overlong_stage_is_cut_and_the_job_completes() {
         job.current_stage.map(|stage| stage.len()),
         Some(pgq_core::limits::MAX_STAGE_BYTES)
     );
+}
+
+#[tokio::test]
+async fn an_empty_stage_keeps_the_last_one_reported_even_unsent() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(StageThenPercent).await.unwrap().id();
+    let drained = pgq_testkit::drain(&client, "progress-stage-kept").await;
+    assert_eq!(drained[0].outcome, JobOutcome::Completed);
+    let job = client.job(id).await.unwrap().unwrap();
+    // "upload" waited behind the throttle when the empty stage came.
+    assert_eq!(job.current_stage.as_deref(), Some("upload"));
 }
 
 #[tokio::test]

@@ -84,6 +84,24 @@ async fn a_limit_is_set_listed_and_lifted() {
         matches!(&zero, Error::InvalidQueue { reason, .. } if reason.contains("at least 1")),
         "{zero}"
     );
+    // What the database cannot store is refused, not stored as something else.
+    let huge = client
+        .set_queue_limit("limited", Some(u32::MAX))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&huge, Error::InvalidQueue { reason, .. } if reason.contains("at most")),
+        "{huge}"
+    );
+    client
+        .set_queue_limit("limited", Some(i32::MAX as u32))
+        .await
+        .unwrap();
+    assert_eq!(
+        client.queues().await.unwrap()[0].limit,
+        Some(i32::MAX as u32)
+    );
+    client.set_queue_limit("limited", None).await.unwrap();
     let hostile = client
         .set_queue_limit("a'; DROP TABLE pgq.jobs; --", Some(1))
         .await;

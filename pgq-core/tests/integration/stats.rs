@@ -229,6 +229,40 @@ async fn finished_history_counts_each_queue_s_jobs_per_minute_over_the_last_hour
     );
 }
 
+/// The history is the sixty whole minutes up to the current one: a job finished just under an
+/// hour ago, in the minute before those, is in none of them (a chart of sixty bars would drop
+/// it, and its totals with it).
+#[tokio::test]
+async fn finished_history_holds_exactly_the_last_sixty_minutes() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(CountMe { n: 0 }).await.unwrap().id();
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'w',
+             claimed_at = now(), started_at = now(), lease_expires_at = now() WHERE id = $1",
+    )
+    .bind(id.get())
+    .execute(db.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE pgq.jobs SET status = 'completed', phase = 2,
+             completed_at = now() - interval '3599.5 seconds' WHERE id = $1",
+    )
+    .bind(id.get())
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let history = client.finished_history().await.unwrap();
+    for minute in &history.minutes {
+        let back = (history.now - minute.minute).num_minutes();
+        assert!(
+            (0..i64::from(pgq_core::FINISHED_HISTORY_MINUTES)).contains(&back),
+            "a minute {back} minutes back: {history:?}"
+        );
+    }
+}
+
 /// Queue names sort by their bytes, as `Client::queues` sorts them, whatever the database's
 /// collation: here one that puts `a` before `B`.
 #[tokio::test]

@@ -2,9 +2,8 @@
 //! Each is a POST with the CSRF token, refused on a read-only dashboard, and answered with a
 //! page that says what it did and what it left alone.
 
-use axum::Form;
-use axum::extract::rejection::{FormRejection, PathRejection};
-use axum::extract::{FromRequest as _, Path, Request, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use maud::{Markup, html};
@@ -12,13 +11,12 @@ use pgq_core::{ActionReport, JobId};
 
 use crate::csrf;
 use crate::dashboard::Dashboard;
+use crate::form::{self, Fields};
 use crate::page::{self, Section};
 use crate::problem::{Answer, Problem, echoed};
 
 /// A retried job gets at least this many attempts left.
 const RETRY_ATTEMPTS: u32 = 1;
-
-type Fields = Vec<(String, String)>;
 
 fn field<'a>(fields: &'a Fields, name: &str) -> Option<&'a str> {
     fields
@@ -42,10 +40,7 @@ fn writable(dashboard: &Dashboard) -> Result<(), Problem> {
 async fn form(dashboard: &Dashboard, request: Request) -> Result<(HeaderMap, Fields), Problem> {
     writable(dashboard)?;
     let headers = request.headers().clone();
-    let Form(fields) = Form::<Fields>::from_request(request, dashboard)
-        .await
-        .map_err(|rejection: FormRejection| Problem::from(rejection))?;
-    Ok((headers, fields))
+    Ok((headers, form::fields(request, dashboard).await?))
 }
 
 /// `POST /jobs/action`: `action` on every `id` ticked.

@@ -15,7 +15,7 @@ use crate::csrf::{self, CsrfToken};
 use crate::dashboard::Dashboard;
 use crate::page::{self, Section};
 use crate::percent;
-use crate::problem::{Answer, Problem, echoed};
+use crate::problem::{self, Answer, Problem, echoed};
 
 /// Jobs a page unless the query asks for another number.
 const DEFAULT_LIMIT: usize = 50;
@@ -100,6 +100,21 @@ impl ListQuery {
         Ok(filter)
     }
 
+    /// These filters as a page that refused them shows them again: each text cut to what a
+    /// page echoes.
+    fn echoed(mut self) -> Self {
+        for text in [
+            &mut self.queue,
+            &mut self.task,
+            &mut self.error,
+            &mut self.order,
+        ] {
+            let kept = problem::cut(text).len();
+            text.truncate(kept);
+        }
+        self
+    }
+
     /// The query string for these filters, starting after `after`.
     fn link(&self, after: Option<JobCursor>) -> String {
         let mut parts = Vec::new();
@@ -166,6 +181,7 @@ async fn render(
         }
         Err(err) => Err(err),
     };
+    let query = if found.is_ok() { query } else { query.echoed() };
     let here = query.link(query.after);
     let body = html! {
         h1 { "Jobs" }

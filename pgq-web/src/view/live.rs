@@ -32,6 +32,12 @@ pub(crate) async fn events(
     };
     // A browser's EventSource gives up on a 503 instead of retrying: the page stays as loaded.
     let Ok(permit) = dashboard.live_streams.clone().try_acquire_owned() else {
+        // A job that does not exist is a 404 however many pages follow theirs.
+        match dashboard.client.job(id).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return Problem::from(pgq_core::Error::JobNotFound(id)).page(&dashboard),
+            Err(err) => return Problem::from(err).page(&dashboard),
+        }
         return page::problem(
             &dashboard,
             StatusCode::SERVICE_UNAVAILABLE,

@@ -245,6 +245,31 @@ async fn addresses_methods_and_bodies_it_cannot_serve_get_the_dashboards_own_pag
             415,
             "application/x-www-form-urlencoded",
         ),
+        // A form a lenient reader would go on with, broken parts replaced.
+        (
+            "POST",
+            "/login",
+            "application/x-www-form-urlencoded",
+            "token=%FF",
+            400,
+            "malformed form",
+        ),
+        (
+            "POST",
+            "/jobs/action",
+            "application/x-www-form-urlencoded",
+            "action=retry&id=1&csrf=%",
+            400,
+            "malformed form",
+        ),
+        (
+            "POST",
+            "/queues/pause",
+            "application/x-www-form-urlencoded",
+            "queue=m\u{e9}il",
+            400,
+            "malformed form",
+        ),
         (
             "POST",
             "/jobs/action",
@@ -291,6 +316,10 @@ async fn addresses_methods_and_bodies_it_cannot_serve_get_the_dashboards_own_pag
         format!("/jobs?order={long}"),
         format!("/jobs?limit={long}"),
         format!("/jobs/{long}"),
+        // Refused by the filter's own checks, and shown again in its form.
+        format!("/jobs?queue={long}"),
+        format!("/jobs?task={long}"),
+        format!("/jobs?error={long}"),
     ] {
         let page = browser
             .run_async(&format!(

@@ -80,6 +80,10 @@ async fn live_streams_share_one_connection_and_are_bounded() {
     }
     let (status, _) = open_stream(addr, &path).await;
     assert_eq!(status, 503, "at most 64 pages follow their jobs live");
+    // A job that does not exist is still a 404, as its page.
+    let gone = i64::from(id) + 1_000;
+    let (status, _) = open_stream(addr, &format!("/jobs/{gone}/live")).await;
+    assert_eq!(status, 404);
     // The pages themselves still answer.
     let (status, _) = open_stream(addr, &format!("/jobs/{id}")).await;
     assert_eq!(status, 200);
