@@ -156,21 +156,28 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
         }
     };
     let client = connect::client(global).await?;
-    let (filter, ids) = match targets {
+    // Each job named with its status now, where the listing read it (`None`: not read yet).
+    let (filter, found) = match targets {
         Targets::Ids(mut ids) => {
             ids.sort();
             ids.dedup();
-            (None, ids)
+            (None, ids.into_iter().map(|id| (id, None)).collect())
         }
         Targets::Filter(filter) => {
-            let mut ids = matches(&client, (*filter).clone()).await?;
-            ids.sort();
-            (Some(*filter), ids)
+            let mut found = matches(&client, (*filter).clone()).await?;
+            found.sort_by_key(|(id, _)| *id);
+            (Some(*filter), found)
         }
     };
+    let ids: Vec<JobId> = found.iter().map(|(id, _)| *id).collect();
     let by_id = filter.is_none() && !ids.is_empty();
     if args.dry_run {
-        return dry_run(global, &client, verb, &ids).await;
+        let found = if by_id {
+            statuses(&client, &ids).await?
+        } else {
+            found
+        };
+        return dry_run(global, verb, &found);
     }
     if ids.len() > ASK_ABOVE && !args.yes {
         preview(&client, verb, &ids).await?;
@@ -213,8 +220,24 @@ fn selections(ids: &[JobId], filter: Option<&JobFilter>) -> Vec<(usize, JobSelec
             _ => runs.push((id, id, 1)),
         }
     }
+    // A long run is cut into runs of a thousand ids, so that progress shows between them.
+    let step = PROGRESS_EVERY as i64;
     runs.into_iter()
-        .map(|(first, last, len)| (len, filter.clone().ids(first..=last).into()))
+        .flat_map(|(first, last, _)| {
+            (first.get()..=last.get())
+                .step_by(PROGRESS_EVERY)
+                .map(move |start| (start, (start + (step - 1)).min(last.get())))
+        })
+        .map(|(start, end)| {
+            let len = (end - start + 1) as usize;
+            (
+                len,
+                filter
+                    .clone()
+                    .ids(JobId::from(start)..=JobId::from(end))
+                    .into(),
+            )
+        })
         .collect()
 }
 
@@ -272,13 +295,16 @@ async fn left_since_listed(
         .collect())
 }
 
-/// Every job the filter matches, page by page.
-async fn matches(client: &Client, filter: JobFilter) -> Result<Vec<JobId>, Failure> {
+/// Every job the filter matches, page by page, with the status it was found in.
+async fn matches(
+    client: &Client,
+    filter: JobFilter,
+) -> Result<Vec<(JobId, Option<JobStatus>)>, Failure> {
     let mut filter = filter.limit(pgq_core::limits::MAX_PAGE_SIZE);
     let mut ids = Vec::new();
     loop {
         let page = client.jobs(&filter).await?;
-        ids.extend(page.jobs.iter().map(|job| job.id));
+        ids.extend(page.jobs.iter().map(|job| (job.id, Some(job.status))));
         match page.next {
             Some(next) => filter = filter.after(next),
             None => break,
@@ -299,9 +325,8 @@ async fn statuses(
     Ok(found)
 }
 
-/// What the action would do to each job, changing nothing.
-async fn dry_run(global: &Global, client: &Client, verb: Verb, ids: &[JobId]) -> Outcome {
-    let found = statuses(client, ids).await?;
+/// What the action would do to each job, by the status it is in, changing nothing.
+fn dry_run(global: &Global, verb: Verb, found: &[(JobId, Option<JobStatus>)]) -> Outcome {
     let would: Vec<JobId> = found
         .iter()
         .filter(|(_, status)| status.is_some_and(|s| verb.statuses().contains(&s)))
@@ -432,7 +457,20 @@ mod tests {
     use pgq_core::{JobFilter, JobId, JobStatus, SkipReason};
     use pgq_testkit::TestDatabase;
 
-    use super::{Verb, apply_showing_progress, left_since_listed};
+    use super::{Verb, apply_showing_progress, left_since_listed, selections};
+
+    /// By filter, a long run of consecutive ids goes a thousand at a time, so that progress
+    /// shows between them; a gap starts a new run.
+    #[test]
+    fn a_long_run_of_listed_ids_is_cut_for_progress() {
+        let ids: Vec<JobId> = (1..=2_500).chain([5_000]).map(JobId::from).collect();
+        let filter = JobFilter::new().status(JobStatus::Failed);
+        let lens: Vec<usize> = selections(&ids, Some(&filter))
+            .into_iter()
+            .map(|(len, _)| len)
+            .collect();
+        assert_eq!(lens, [1_000, 1_000, 500, 1]);
+    }
 
     /// A job listed by a filter, then claimed by a worker while the question was read, is
     /// skipped by the action (a forced delete of pending jobs), not overwritten, and reported;
