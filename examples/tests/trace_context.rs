@@ -58,6 +58,9 @@ async fn the_jobs_span_continues_the_trace_of_the_request_that_enqueued_it() {
         .unwrap()
         .to_owned();
     assert!(traceparent.starts_with("00-"), "{traceparent}");
+    // A context without a tracestate stores none (not an empty one).
+    let trace = &job.meta.as_ref().unwrap()["trace"];
+    assert_eq!(trace.as_object().unwrap().len(), 1, "{trace}");
 
     let worker = Worker::builder(client.clone())
         .queue("traced", 1)

@@ -306,8 +306,12 @@ pub(crate) fn due(
         .last_until(now)
         .filter(|latest| *latest > done_through)?;
     let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
+    // The newest missed moment: an instant exactly `grace` old is on time.
     let late = now
         .checked_sub_signed(grace)
+        .and_then(|oldest_on_time| {
+            oldest_on_time.checked_sub_signed(chrono::Duration::nanoseconds(1))
+        })
         .unwrap_or(DateTime::<Utc>::MIN_UTC);
     let mut instants = if late > done_through {
         match missed {
@@ -503,6 +507,21 @@ mod tests {
         assert_eq!(due.instants.last(), Some(&now), "the instant due now runs");
         assert_eq!(due.done_through, now);
         assert!(due.instants.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// Missed means older than the grace: an instant exactly that old still runs on time.
+    #[test]
+    fn an_instant_exactly_the_grace_old_is_on_time() {
+        let done = at("2026-01-01T10:00:00Z");
+        let now = at("2026-01-01T10:02:00Z");
+        for missed in [Missed::Skip, Missed::RunOnce] {
+            let due = due(&minutely(), missed, done, now, GRACE).unwrap();
+            assert_eq!(
+                due.instants,
+                [at("2026-01-01T10:01:00Z"), at("2026-01-01T10:02:00Z")],
+                "{missed}"
+            );
+        }
     }
 
     #[test]

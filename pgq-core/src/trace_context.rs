@@ -2,7 +2,8 @@
 //! into the job's `meta`, and made the parent of the attempt's span. With the `opentelemetry`
 //! feature only: without it there is nothing to capture, and nothing is written.
 
-/// The current span's trace context as `{"traceparent": .., "tracestate": ..}`, if there is one.
+/// The current span's trace context as `{"traceparent": ..}`, with `"tracestate"` when it has
+/// one, if there is a context at all.
 pub(crate) fn current() -> Option<serde_json::Value> {
     #[cfg(feature = "opentelemetry")]
     {
@@ -17,6 +18,8 @@ pub(crate) fn current() -> Option<serde_json::Value> {
         let mut carrier = std::collections::HashMap::new();
         opentelemetry_sdk::propagation::TraceContextPropagator::new()
             .inject_context(&context, &mut carrier);
+        // The propagator writes an empty `tracestate` for a context without one.
+        carrier.retain(|_, value: &mut String| !value.is_empty());
         serde_json::to_value(carrier).ok()
     }
     #[cfg(not(feature = "opentelemetry"))]

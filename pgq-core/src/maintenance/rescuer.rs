@@ -144,7 +144,7 @@ impl Service for Rescuer {
     }
 }
 
-fn count_by_queue(jobs: Vec<(JobId, String)>, of_dead_worker: bool) {
+pub(crate) fn count_by_queue(jobs: Vec<(JobId, String)>, of_dead_worker: bool) {
     if metric::ENABLED {
         let mut queues: HashMap<String, u64> = HashMap::new();
         for (_, queue) in jobs {

@@ -242,7 +242,15 @@ pub(crate) async fn enqueue_due(
     };
     let mut jobs = Vec::with_capacity(due.instants.len());
     for &instant in &due.instants {
-        let prepared = make(periodic, max_payload_bytes)?;
+        // An instant whose task cannot be made is skipped, not tried again: the watermark
+        // passes it with the others, and the schedule's next instant is made anew.
+        let prepared = match make(periodic, max_payload_bytes) {
+            Ok(prepared) => prepared,
+            Err(err) => {
+                tracing::warn!(schedule = %periodic.name, %instant, error = %err, "could not make the schedule's task; this instant is skipped");
+                continue;
+            }
+        };
         jobs.push(InstantJob {
             template: JobTemplate {
                 task: periodic.task,

@@ -106,9 +106,14 @@ const MIGRATE_LOCK: i64 = 0x7067_715f_6d69_6772;
 
 const LOCK: &str = "SELECT pg_advisory_xact_lock($1)";
 
-/// Whether the bookkeeping table exists: read before any DDL, so that an up-to-date schema needs
-/// no privilege beyond reading it.
-const HAS_BOOKKEEPING: &str = "SELECT to_regclass('pgq.migrations') IS NOT NULL";
+/// Whether the bookkeeping table exists in schema `$1`: read before any DDL, so that an
+/// up-to-date schema needs no privilege beyond reading it. Read from the catalog, not looked up
+/// by name: a session remembers names it did not find until it takes a lock on a table, and a
+/// migration that waited on the advisory lock takes none before this, so a lookup would miss
+/// what the process it waited for created.
+const HAS_BOOKKEEPING: &str = "SELECT EXISTS (SELECT FROM pg_catalog.pg_class AS c
+    JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE n.nspname = $1 AND c.relname = 'migrations')";
 
 const APPLIED: &str = "SELECT version, checksum FROM pgq.migrations ORDER BY version";
 
@@ -203,6 +208,7 @@ pub(crate) async fn applied(store: &Store) -> Result<Vec<(i64, DateTime<Utc>)>> 
     run!(store, |conn| async {
         let exists: bool = sqlx::query_scalar(store.sql(HAS_BOOKKEEPING))
             .persistent(store.prepared())
+            .bind(store.schema().name())
             .fetch_one(&mut *conn)
             .await?;
         if !exists {
@@ -240,6 +246,7 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
         .await?;
     let exists: bool = sqlx::query_scalar(store.sql(HAS_BOOKKEEPING))
         .persistent(store.prepared())
+        .bind(schema)
         .fetch_one(&mut *tx)
         .await?;
     let mut applied: HashMap<i64, String> = HashMap::new();

@@ -20,7 +20,38 @@ const HEARTBEAT: &str = "
 INSERT INTO pgq.workers (id, host, pid, queues, held, expires_at)
 VALUES ($1, $2, $3, $4, $5, now() + ($6 * interval '1 millisecond'))
 ON CONFLICT (id) DO UPDATE SET
+    host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
     heartbeat_at = now(), held = EXCLUDED.held, expires_at = EXCLUDED.expires_at";
+
+/// Registers a starting worker as a new process, before it claims anything. A row of its id
+/// left by a process before it (one that died under the same id, a container restarted with
+/// the same name and pid, its row not yet expired) is replaced, and the jobs held under the id
+/// are taken back as a dead worker's: ids are unique among live workers, and this one holds
+/// nothing yet. The jobs are found by reading the index of held jobs, once a start.
+const REGISTER: &str = concat!(
+    "
+WITH registered AS (
+    INSERT INTO pgq.workers (id, host, pid, queues, held, expires_at)
+    VALUES ($2, $3, $4, $5, 0, now() + ($6 * interval '1 millisecond'))
+    ON CONFLICT (id) DO UPDATE SET
+        host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, held = 0,
+        started_at = now(), heartbeat_at = now(), expires_at = EXCLUDED.expires_at
+    RETURNING id
+),
+orphaned AS (
+    SELECT job.id FROM pgq.jobs AS job
+    WHERE job.phase = 1 AND job.worker_id = $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pgq.jobs AS job SET",
+    take_back!(
+        "'worker ' || job.worker_id || ' restarted: the process before it died holding the job'",
+        "$1"
+    ),
+    "
+WHERE job.id = ANY(ARRAY(SELECT id FROM orphaned)) AND EXISTS (SELECT FROM registered)
+RETURNING job.id, job.queue"
+);
 
 /// What a worker tells of itself with each heartbeat.
 #[derive(Debug, Clone)]
@@ -47,6 +78,27 @@ pub(crate) async fn heartbeat(store: &Store, worker: &Registration, held: usize)
             .execute(&mut *conn)
             .await?;
         Ok(())
+    })
+}
+
+/// Registers a starting worker ([`REGISTER`]): the jobs taken back from a process before it
+/// under the same id, with their queues.
+pub(crate) async fn register(store: &Store, worker: &Registration) -> Result<Vec<(JobId, String)>> {
+    run!(store, |conn| async {
+        let rows: Vec<(i64, String)> = sqlx::query_as(store.sql(REGISTER))
+            .persistent(store.prepared())
+            .bind(ERROR_HISTORY)
+            .bind(&worker.id)
+            .bind(&worker.host)
+            .bind(worker.pid)
+            .bind(Json(&worker.queues))
+            .bind(worker.alive_for_ms)
+            .fetch_all(&mut *conn)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, queue)| (JobId::from(id), queue))
+            .collect())
     })
 }
 
@@ -167,6 +219,7 @@ mod tests {
     fn every_statement_renders() {
         crate::store::sql::assert_renders(&[
             super::HEARTBEAT,
+            super::REGISTER,
             super::REMOVE,
             super::RELEASE_DEAD,
             super::LIVE,
@@ -177,7 +230,10 @@ mod tests {
     async fn no_plan_reads_the_whole_table() {
         crate::store::plans::assert_no_whole_table_reads(
             crate::store::plans::Connections::Own,
-            &[("RELEASE_DEAD", super::RELEASE_DEAD, "")],
+            &[
+                ("RELEASE_DEAD", super::RELEASE_DEAD, ""),
+                ("REGISTER", super::REGISTER, ""),
+            ],
         )
         .await;
     }

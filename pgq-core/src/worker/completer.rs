@@ -331,7 +331,9 @@ impl Completer {
                 }
             })
         });
-        (outcome, Some(message))
+        // A snooze records no error, and reports none.
+        let error = (!matches!(failure, Failure::Snooze(_))).then_some(message);
+        (outcome, error)
     }
 
     /// The successes of `queue` for its next tick: those whose start has landed, and those whose

@@ -11,9 +11,10 @@ use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, timeout_at};
 
 use crate::client::Client;
+use crate::job_id::JobId;
 use crate::maintenance::cleaner::Cleaner;
 use crate::maintenance::heartbeat_streak::HeartbeatStreak;
-use crate::maintenance::rescuer::{Judge, Rescuer};
+use crate::maintenance::rescuer::{self, Judge, Rescuer};
 use crate::maintenance::scheduler::Scheduler;
 use crate::maintenance::{self};
 use crate::metric;
@@ -199,9 +200,26 @@ pub(crate) async fn supervise(
     let heartbeat_timeout = heartbeat_store
         .timeout()
         .min(config.heartbeat_interval.max(HEARTBEAT_TIMEOUT_FLOOR));
+    let heartbeat_store = heartbeat_store.with_timeout(heartbeat_timeout);
+    let worker = registration(config);
+    // Registered as a new process before anything is claimed. Unregistered, it registers with
+    // its first heartbeat, and what a process before it held waits for its leases.
+    match store::workers::register(&heartbeat_store, &worker).await {
+        Ok(taken) if !taken.is_empty() => {
+            let ids: Vec<JobId> = taken.iter().map(|(id, _)| *id).collect();
+            tracing::warn!(
+                count = ids.len(),
+                jobs = ?ids,
+                "took back the jobs a process before this one held under its worker id"
+            );
+            rescuer::count_by_queue(taken, true);
+        }
+        Ok(_) => {}
+        Err(err) => tracing::warn!(error = %err, "could not register the worker at its start"),
+    }
     let heartbeat = Heartbeat {
-        store: heartbeat_store.with_timeout(heartbeat_timeout),
-        worker: registration(config),
+        store: heartbeat_store,
+        worker,
         held: executor.held.clone(),
         interval: config.heartbeat_interval,
         streak: streak.clone(),
@@ -350,7 +368,11 @@ pub(crate) async fn supervise(
     }
     match timeout_at(until, store::workers::remove(&own, &executor.worker_id)).await {
         Ok(Ok(())) => {}
-        _ => tracing::warn!("could not remove the worker's registration; it expires"),
+        Ok(Err(err)) => tracing::warn!(
+            error = %err,
+            "could not remove the worker's registration; it expires"
+        ),
+        Err(_) => tracing::warn!("could not remove the worker's registration; it expires"),
     }
     // A stopped worker holds nothing: the gauge must not keep its last heartbeat's count for
     // as long as the process serves its metrics.

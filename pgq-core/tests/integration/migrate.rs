@@ -1077,6 +1077,34 @@ async fn migrate_behind_a_tools_script(
     (tool, migrating)
 }
 
+/// The same, on a connection that looked for pgq's schema before it existed (`pgq migrate` asks
+/// what is missing first): the session's memory of names it did not find must not hide what
+/// the tool committed while the migration waited.
+#[tokio::test]
+async fn migrate_after_a_look_finds_what_a_tool_applied_meanwhile() {
+    let db = unmigrated_database().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let client = Client::new(pool);
+    assert!(
+        client
+            .migration_states()
+            .await
+            .unwrap()
+            .iter()
+            .all(|state| state.applied_at.is_none())
+    );
+    let (tool, migrating) = migrate_behind_a_tools_script(&db, &client).await;
+    tool.commit().await.unwrap();
+    migrating
+        .await
+        .unwrap()
+        .expect("migrate finds the tool's script applied and applies the rest");
+}
+
 /// A role whose statements are limited (as the pooler's guide has it, `ALTER ROLE .. SET
 /// statement_timeout`): `migrate()` waits for another process's migration, and runs its DDL,
 /// without those limits, as the README says.

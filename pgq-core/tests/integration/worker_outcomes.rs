@@ -122,6 +122,40 @@ async fn snooze_runs_later_without_spending_an_attempt() {
     assert!(job.errors.is_empty());
 }
 
+/// A snooze is no error: neither the worker's event nor a drain reports one.
+#[tokio::test]
+async fn a_snooze_reports_no_error() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client
+        .enqueue(Outcome {
+            then: Then::Snooze(30),
+        })
+        .await
+        .unwrap()
+        .id();
+    let worker = Worker::builder(client.clone())
+        .queue("outcomes", 1)
+        .build()
+        .unwrap();
+    let mut events = worker.events();
+    let handle = worker.start();
+    let finished = support::finished(&mut events, id).await;
+    handle.shutdown().await.unwrap();
+    assert_eq!(finished, (JobOutcome::Snoozed, None));
+
+    sqlx::query("UPDATE pgq.jobs SET run_at = now() WHERE id = $1")
+        .bind(id.get())
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let drained = pgq_testkit::drain(&client, "outcomes").await;
+    assert_eq!(
+        (drained[0].outcome, drained[0].error.as_deref()),
+        (JobOutcome::Snoozed, None)
+    );
+}
+
 #[tokio::test]
 async fn a_huge_error_is_truncated() {
     let db = TestDatabase::new().await;

@@ -116,6 +116,61 @@ async fn a_dead_workers_jobs_are_taken_back_by_any_rescuer_without_waiting_for_l
     handle.shutdown().await.unwrap();
 }
 
+/// A process restarted under its predecessor's id (a container restarted with the same name and
+/// pid) replaces the registration the dead one left, and takes back at once the jobs it held:
+/// with its row refreshed, no rescuer would ever take the dead process for dead.
+#[tokio::test]
+async fn a_worker_restarted_under_the_same_id_takes_back_what_its_predecessor_held() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(Held).await.unwrap().id();
+    sqlx::raw_sql(
+        "INSERT INTO pgq.workers (id, host, pid, queues, started_at, expires_at)
+         VALUES ('pod:1', 'old-host', 7, '{\"elsewhere\": 1}', now() - interval '1 day',
+                 now() + interval '1 hour');
+         UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'pod:1',
+             claimed_at = now(), started_at = now(), lease_expires_at = now() + interval '1 hour'",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+
+    let gate = Arc::new(Semaphore::new(1));
+    let handle = Worker::builder(client.clone())
+        .queue("registered", 1)
+        .worker_id("pod:1")
+        .state(gate)
+        .build()
+        .unwrap()
+        .start();
+    let job = support::eventually(|| async {
+        let job = client.job(id).await.unwrap().unwrap();
+        (job.status == JobStatus::Pending).then_some(job)
+    })
+    .await;
+    assert_eq!(job.attempts, 1, "the dead process's attempt counts");
+    let error = job.last_error.unwrap();
+    assert!(
+        error.contains("pod:1") && error.contains("restarted"),
+        "{error}"
+    );
+
+    let listed = client.workers().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].pid, std::process::id());
+    assert_ne!(listed[0].host, "old-host");
+    assert_eq!(
+        listed[0].queues.keys().collect::<Vec<_>>(),
+        ["registered"],
+        "this process's queues"
+    );
+    assert!(
+        chrono::Utc::now() - listed[0].started_at < chrono::Duration::hours(1),
+        "registered anew: {listed:?}"
+    );
+    handle.shutdown().await.unwrap();
+}
+
 /// A rescuer never takes its own worker for dead, whatever its registration says (after an
 /// outage of the database every registration has expired, the rescuer's own too): the statement
 /// that takes back another expired worker's job leaves the rescuer's own running job alone.
