@@ -15,6 +15,9 @@
 //! completions and the worker wants them durable; a claim or a start alone never waits for the
 //! WAL flush, since a crash that loses one only runs the job again, as a lost lease does.
 //!
+//! A start found `running` under its own fence is one a tick already wrote: a tick whose answer
+//! was lost after it committed is sent again, and its starts must not read as leases lost.
+//!
 //! A tick that only claims, every job of it to run at once, on a queue with neither a rate limit
 //! nor keyed tasks — an idle worker woken by a notification — is [`CLAIM_RUNNING`], one update
 //! without the completions, starts and ranking it would not use: on an idle machine its round
@@ -104,10 +107,12 @@ keyed AS MATERIALIZED (
             "
 started AS (
     UPDATE pgq.jobs AS job
-    SET status = 'running', started_at = now(), updated_at = now()
+    SET status = 'running',
+        started_at = CASE WHEN job.status = 'claimed' THEN now() ELSE job.started_at END,
+        updated_at = now()
     FROM ROWS FROM (unnest($4::bigint[]), unnest($5::int[])) AS held(id, attempt)
     WHERE job.id = ANY($4::bigint[]) AND job.id = held.id AND job.attempts = held.attempt
-      AND job.worker_id = $3 AND job.status = 'claimed'
+      AND job.worker_id = $3 AND (job.status = 'claimed' OR job.status = 'running')
     RETURNING job.id
 ),
 next AS (
@@ -549,6 +554,58 @@ mod tests {
             rendered.contains("FROM \"jobs2\".claimable($6, "),
             "{rendered}"
         );
+    }
+
+    /// A tick that committed but whose answer was lost is sent again: its start of a job
+    /// claimed ahead finds the job running under its own fence, and counts as started (its
+    /// start time kept), not as a lease lost.
+    #[tokio::test]
+    async fn a_start_sent_again_is_started() {
+        use super::{Held, TickRequest, tick};
+
+        let db = pgq_testkit::TestDatabase::new().await;
+        let client = crate::client::Client::new(db.pool().clone());
+        let store = client.store();
+        sqlx::raw_sql("INSERT INTO pgq.jobs (task, queue, payload) VALUES ('T', 'q', '{}')")
+            .execute(db.pool())
+            .await
+            .unwrap();
+        let mut conn = db.pool().acquire().await.unwrap();
+        let request = |start: &'static [Held], claim: usize| TickRequest {
+            worker_id: "w",
+            complete: &[],
+            start,
+            queue: "q",
+            tasks: &["T"],
+            leases_ms: &[60_000],
+            claim,
+            run_now: 0,
+            durable: false,
+            delete_completed: false,
+            rated: false,
+            keyed: false,
+        };
+        let claimed = tick(store, &mut conn, &request(&[], 1))
+            .await
+            .unwrap()
+            .claimed;
+        assert!(!claimed[0].running, "claimed ahead");
+        let start: &'static [Held] = Box::leak(Box::new([Held {
+            id: claimed[0].id,
+            attempt: claimed[0].attempt,
+        }]));
+        let first = tick(store, &mut conn, &request(start, 0)).await.unwrap();
+        assert_eq!(first.started, [claimed[0].id]);
+        let started_at = || {
+            sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
+                "SELECT started_at FROM pgq.jobs",
+            )
+            .fetch_one(db.pool())
+        };
+        let at = started_at().await.unwrap();
+        let again = tick(store, &mut conn, &request(start, 0)).await.unwrap();
+        assert_eq!(again.started, [claimed[0].id], "started, not lost");
+        assert_eq!(started_at().await.unwrap(), at);
     }
 
     #[tokio::test]

@@ -100,6 +100,7 @@ impl Executor {
                 job.task
             ))),
         };
+        self.held.handler_returned(&state);
         state.trace.handler_returned();
         let active = slot.map(Slot::handler_returned);
         self.completer

@@ -122,6 +122,20 @@ impl HeldJobs {
         }
     }
 
+    /// The handler of the running attempt `state` returned (or was stopped): it no longer
+    /// overruns, and its job's lease is renewed until its outcome is written, however long that
+    /// takes past the task's deadline (a database that does not answer meanwhile).
+    pub(crate) fn handler_returned(&self, state: &Arc<AttemptState>) {
+        let mut jobs = self.jobs();
+        let running = jobs
+            .get_mut(&state.id)
+            .and_then(|held| held.running.as_mut())
+            .filter(|running| Arc::ptr_eq(&running.state, state));
+        if let Some(running) = running {
+            running.deadline = None;
+        }
+    }
+
     /// The running attempt `state` ended: its job is no longer held by this worker, unless the
     /// worker claimed it again meanwhile (a snooze due at once gives the attempt back), which is
     /// a claim of its own even with the same attempt number.
@@ -281,6 +295,22 @@ mod tests {
         assert!(held.start(&second, None));
         held.forget_attempt(&second);
         assert_eq!(held.count(), 0);
+    }
+
+    /// Past its task's timeout an attempt's lease is left to run out, but only while its handler
+    /// runs: one whose handler returned keeps it renewed until its outcome is written.
+    #[tokio::test(start_paused = true)]
+    async fn a_returned_handlers_lease_is_renewed_past_its_deadline() {
+        let held = HeldJobs::default();
+        let job = JobId::from(7);
+        held.claimed(job, "Report", 1, 60_000);
+        let backend = Backend::Recording(Mutex::default());
+        let state = AttemptState::new(job, 1, backend, AttemptTrace::none());
+        assert!(held.start(&state, Some(std::time::Duration::from_secs(1))));
+        tokio::time::advance(std::time::Duration::from_secs(3)).await;
+        assert!(held.leases().leases.is_empty(), "overran: not renewed");
+        held.handler_returned(&state);
+        assert_eq!(held.leases().leases.len(), 1, "returned: renewed again");
     }
 
     #[test]
