@@ -21,14 +21,14 @@ pub(crate) type Configure = Arc<dyn Fn(WorkerBuilder) -> WorkerBuilder + Send + 
 /// ```
 pub async fn drain(client: &Client, queue: &str) -> Vec<DrainedJob> {
     let drained = drain_with(pgq_core::Worker::builder(client.clone()).queue(queue, 1)).await;
-    check_leftovers(client, &[queue.to_owned()], drained.is_empty()).await;
+    check_leftovers(client, &[queue.to_owned()], &drained).await;
     drained
 }
 
 /// Fails the test where a drain would let it pass by mistake: due jobs left in a drained queue
-/// that no handler linked into this binary runs, and — when the drain ran nothing — a queue
-/// that no linked task declares and no job is in (a mistyped name).
-async fn check_leftovers(client: &Client, queues: &[String], ran_nothing: bool) {
+/// that no handler linked into this binary runs, and a queue the drain ran nothing in that no
+/// linked task declares and no job is in (a mistyped name).
+async fn check_leftovers(client: &Client, queues: &[String], drained: &[DrainedJob]) {
     let registry = pgq_core::Registry::linked()
         .unwrap_or_else(|err| panic!("cannot read the linked tasks: {err}"));
     let runnable: Vec<&str> = registry
@@ -48,6 +48,7 @@ async fn check_leftovers(client: &Client, queues: &[String], ran_nothing: bool) 
             );
         }
         let declared = registry.tasks().any(|task| task.queue() == queue);
+        let ran_nothing = !drained.iter().any(|job| job.queue == queue);
         if ran_nothing && !used && !declared {
             panic!(
                 "nothing to drain in queue {queue:?}: no task linked into this binary declares \
@@ -193,38 +194,64 @@ impl Drain {
         self
     }
 
+    /// One draining worker over `queues`, run for at most `limit` attempts.
+    async fn round(&self, queues: &[String], limit: usize) -> Vec<DrainedJob> {
+        let mut builder = queues.iter().fold(
+            pgq_core::Worker::builder(self.client.clone()),
+            |builder, queue| builder.queue(queue, 1),
+        );
+        if let Some(configure) = &self.configure {
+            builder = configure(builder);
+        }
+        builder
+            .build()
+            .unwrap_or_else(|err| panic!("cannot build the draining worker: {err}"))
+            .drain_at_most(limit)
+            .await
+            .unwrap_or_else(|err| panic!("drain failed: {err}"))
+    }
+
     /// Runs the drain and returns every attempt it ran, in order.
     pub async fn run(self) -> Vec<DrainedJob> {
         assert!(
             !self.queues.is_empty(),
             "name the queues to drain with Drain::queue"
         );
-        let mut drained = Vec::new();
+        let mut drained: Vec<DrainedJob> = Vec::new();
+        let mut by_name = self.queues.clone();
+        by_name.sort();
+        by_name.dedup();
         loop {
             if self.scheduled {
                 pgq_core::__testkit::make_queues_due(&self.client, &self.queues)
                     .await
                     .unwrap_or_else(|err| panic!("cannot make scheduled jobs due: {err}"));
             }
-            let mut builder = self.queues.iter().fold(
-                pgq_core::Worker::builder(self.client.clone()),
-                |builder, queue| builder.queue(queue, 1),
-            );
-            if let Some(configure) = &self.configure {
-                builder = configure(builder);
-            }
-            // Without safety, one attempt a round, so that none runs after a panic.
+            let round = if self.safety {
+                self.round(&by_name, self.limit - drained.len()).await
+            } else {
+                // One attempt a round, so that none runs after a panic. The queues still take
+                // turns: the round starts with the queue after the last one that ran a job.
+                let turn = drained.last().map_or(0, |last| {
+                    by_name
+                        .iter()
+                        .position(|q| *q == last.queue)
+                        .map_or(0, |i| i + 1)
+                });
+                let (before, from) = by_name.split_at(turn.min(by_name.len()));
+                let mut round = Vec::new();
+                for queues in [from, before] {
+                    if round.is_empty() && !queues.is_empty() {
+                        round = self.round(queues, 1).await;
+                    }
+                }
+                round
+            };
             let round_limit = if self.safety {
                 self.limit - drained.len()
             } else {
                 1
             };
-            let round = builder
-                .build()
-                .unwrap_or_else(|err| panic!("cannot build the draining worker: {err}"))
-                .drain_at_most(round_limit)
-                .await
-                .unwrap_or_else(|err| panic!("drain failed: {err}"));
             if !self.safety
                 && let Some(panicked) = round.iter().find(|job| {
                     job.error
@@ -253,7 +280,7 @@ impl Drain {
             // A round may leave jobs for later (retries backing off, jobs enqueued with a
             // delay): with scheduled jobs included, run rounds until one runs nothing.
             if !(self.scheduled && ran) {
-                check_leftovers(&self.client, &self.queues, drained.is_empty()).await;
+                check_leftovers(&self.client, &self.queues, &drained).await;
                 return drained;
             }
         }

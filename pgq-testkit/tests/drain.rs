@@ -297,3 +297,48 @@ async fn draining_a_queue_nothing_declares_or_uses_fails_as_a_typo() {
         .unwrap();
     assert!(pgq_testkit::drain(&client, "overflow").await.is_empty());
 }
+
+/// Without safety (one attempt a round), the queues still take turns, a job each, in the order
+/// of their names, as with safety.
+#[tokio::test]
+async fn with_safety_off_the_queues_still_take_turns() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    for safety in [true, false] {
+        let sturdy = [
+            client.enqueue(Sturdy).await.unwrap().id(),
+            client.enqueue(Sturdy).await.unwrap().id(),
+        ];
+        let welcome = [
+            client.enqueue(Welcome { user_id: 1 }).await.unwrap().id(),
+            client.enqueue(Welcome { user_id: 2 }).await.unwrap().id(),
+        ];
+        let drained = Drain::new(&client)
+            .queue("fragile")
+            .queue("email")
+            .with_safety(safety)
+            .run()
+            .await;
+        let order: Vec<_> = drained.iter().map(|job| job.id).collect();
+        assert_eq!(
+            order,
+            [welcome[0], sturdy[0], welcome[1], sturdy[1]],
+            "safety {safety}"
+        );
+        assert_eq!(drained[0].queue, "email");
+    }
+}
+
+/// A mistyped queue fails the drain even when another of its queues ran jobs.
+#[tokio::test]
+async fn a_mistyped_queue_beside_one_that_ran_fails_the_drain() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    client.enqueue(Welcome { user_id: 1 }).await.unwrap();
+    let both = Drain::new(&client).queue("email").queue("emial");
+    let message = drain_panic(both.run()).await;
+    assert!(
+        message.contains("\"emial\"") && message.contains("mistyped"),
+        "{message}"
+    );
+}

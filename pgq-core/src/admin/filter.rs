@@ -33,11 +33,13 @@ pub enum JobOrder {
     RunAt,
 }
 
-/// A half-open time range, `[from, until)`.
+/// A half-open time range, `[from, until)`, and whether the filter names it at all (a range
+/// without bounds still limits `finished` to finished jobs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct TimeRange {
     pub(crate) from: Option<DateTime<Utc>>,
     pub(crate) until: Option<DateTime<Utc>>,
+    named: bool,
 }
 
 impl TimeRange {
@@ -59,16 +61,40 @@ impl TimeRange {
         Self {
             from: from.map(moment::storable),
             until: until.map(moment::storable),
+            named: true,
         }
     }
 
+    /// Whether the filter names this range, bounded or not.
     pub(crate) fn is_set(&self) -> bool {
-        self.from.is_some() || self.until.is_some()
+        self.named
+    }
+
+    /// The times in both ranges: a condition named again narrows, as every condition holds.
+    fn and(self, other: Self) -> Self {
+        Self {
+            from: self.from.max(other.from),
+            until: match (self.until, other.until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            named: true,
+        }
+    }
+}
+
+/// `value` for a condition that holds one: named again with another value, no job can match.
+fn one_value(slot: &mut Option<String>, value: String, contradictory: &mut bool) {
+    match slot {
+        Some(held) if *held != value => *contradictory = true,
+        _ => *slot = Some(value),
     }
 }
 
 /// Which jobs to find or act on: every condition set must hold. Built with chained calls; an
-/// empty filter matches every job. Each condition reads an index, or the search is bounded (see
+/// empty filter matches every job. A condition named again narrows: ranges intersect, and a
+/// task, queue, unique key or tag named with two values matches no job (the error text alone
+/// is replaced). Each condition reads an index, or the search is bounded (see
 /// [`Client::jobs`](crate::Client::jobs)).
 ///
 /// ```
@@ -99,6 +125,8 @@ pub struct JobFilter {
     pub(crate) finished: TimeRange,
     pub(crate) error_contains: Option<String>,
     pub(crate) tags: BTreeMap<String, String>,
+    /// A condition was named twice with values no job can hold together.
+    pub(crate) contradictory: bool,
     pub(crate) order: JobOrder,
     pub(crate) after: Option<JobCursor>,
     pub(crate) limit: usize,
@@ -117,6 +145,7 @@ impl Default for JobFilter {
             finished: TimeRange::default(),
             error_contains: None,
             tags: BTreeMap::new(),
+            contradictory: false,
             order: JobOrder::default(),
             after: None,
             limit: limits::DEFAULT_PAGE_SIZE,
@@ -169,7 +198,7 @@ impl JobFilter {
     /// assert!(JobFilter::new().task("é".repeat(129)).validate().is_err());
     /// ```
     pub fn task(mut self, task: impl Into<String>) -> Self {
-        self.task = Some(task.into());
+        one_value(&mut self.task, task.into(), &mut self.contradictory);
         self
     }
 
@@ -179,7 +208,7 @@ impl JobFilter {
     /// let email = pgq_core::JobFilter::new().queue("email");
     /// ```
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
-        self.queue = Some(queue.into());
+        one_value(&mut self.queue, queue.into(), &mut self.contradictory);
         self
     }
 
@@ -189,7 +218,7 @@ impl JobFilter {
     /// let user_7 = pgq_core::JobFilter::new().unique_key("welcome:7");
     /// ```
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
-        self.unique_key = Some(key.into());
+        one_value(&mut self.unique_key, key.into(), &mut self.contradictory);
         self
     }
 
@@ -200,16 +229,21 @@ impl JobFilter {
     /// let batch = JobFilter::new().ids(JobId::from(1_000)..JobId::from(2_000));
     /// ```
     pub fn ids(mut self, range: impl RangeBounds<JobId>) -> Self {
+        let from = match range.start_bound() {
+            Bound::Included(id) => Some(id.get()),
+            Bound::Excluded(id) => Some(id.get().saturating_add(1)),
+            Bound::Unbounded => None,
+        };
+        let until = match range.end_bound() {
+            Bound::Included(id) => Some(id.get().saturating_add(1)),
+            Bound::Excluded(id) => Some(id.get()),
+            Bound::Unbounded => None,
+        };
         self.ids = (
-            match range.start_bound() {
-                Bound::Included(id) => Some(id.get()),
-                Bound::Excluded(id) => Some(id.get().saturating_add(1)),
-                Bound::Unbounded => None,
-            },
-            match range.end_bound() {
-                Bound::Included(id) => Some(id.get().saturating_add(1)),
-                Bound::Excluded(id) => Some(id.get()),
-                Bound::Unbounded => None,
+            self.ids.0.max(from),
+            match (self.ids.1, until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             },
         );
         self
@@ -222,7 +256,7 @@ impl JobFilter {
     /// let last_hour = pgq_core::JobFilter::new().created(Utc::now() - Duration::hours(1)..);
     /// ```
     pub fn created(mut self, range: impl RangeBounds<DateTime<Utc>>) -> Self {
-        self.created = TimeRange::new(range);
+        self.created = self.created.and(TimeRange::new(range));
         self
     }
 
@@ -234,7 +268,7 @@ impl JobFilter {
     /// let tonight = JobFilter::new().status(JobStatus::Pending).run_at(Utc::now()..Utc::now() + Duration::hours(12));
     /// ```
     pub fn run_at(mut self, range: impl RangeBounds<DateTime<Utc>>) -> Self {
-        self.run_at = TimeRange::new(range);
+        self.run_at = self.run_at.and(TimeRange::new(range));
         self
     }
 
@@ -245,12 +279,13 @@ impl JobFilter {
     /// let today = pgq_core::JobFilter::new().finished(Utc::now() - Duration::days(1)..);
     /// ```
     pub fn finished(mut self, range: impl RangeBounds<DateTime<Utc>>) -> Self {
-        self.finished = TimeRange::new(range);
+        self.finished = self.finished.and(TimeRange::new(range));
         self
     }
 
     /// Jobs whose last error contains `text`, ignoring case; `%` and `_` are plain characters.
-    /// At most [`MAX_ERROR_SEARCH_BYTES`](limits::MAX_ERROR_SEARCH_BYTES) bytes.
+    /// At most [`MAX_ERROR_SEARCH_BYTES`](limits::MAX_ERROR_SEARCH_BYTES) bytes. Called again,
+    /// the new text replaces the old.
     ///
     /// ```
     /// let timeouts = pgq_core::JobFilter::new().error_contains("connection timed out");
@@ -267,7 +302,14 @@ impl JobFilter {
     /// let acme = pgq_core::JobFilter::new().tag("tenant", "acme");
     /// ```
     pub fn tag(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.tags.insert(name.into(), value.into());
+        let (name, value) = (name.into(), value.into());
+        match self.tags.get(&name) {
+            // A job has one value per tag.
+            Some(held) if *held != value => self.contradictory = true,
+            _ => {
+                self.tags.insert(name, value);
+            }
+        }
         self
     }
 

@@ -70,6 +70,9 @@ fn phases(filter: &JobFilter) -> u8 {
         JobStatus::Claimed | JobStatus::Running => 2,
         _ => 4,
     };
+    if filter.contradictory {
+        return 0;
+    }
     let mut phases = if filter.statuses.is_empty() {
         7
     } else {

@@ -32,6 +32,8 @@ pub struct DrainedJob {
     pub id: JobId,
     /// Its task name.
     pub task: String,
+    /// The queue it ran in.
+    pub queue: String,
     /// The attempt, starting at 1.
     pub attempt: i32,
     /// How it ended.
@@ -78,6 +80,7 @@ pub(crate) async fn drain(
             for job in claimed {
                 ran = true;
                 let (id, task, attempt) = (job.id, job.task.clone(), job.attempt);
+                let job_queue = job.queue.clone();
                 executor
                     .held
                     .claimed(id, &task, attempt, tasks.lease_ms(&task));
@@ -97,6 +100,7 @@ pub(crate) async fn drain(
                 drained.push(DrainedJob {
                     id,
                     task,
+                    queue: job_queue,
                     attempt,
                     outcome,
                     error,

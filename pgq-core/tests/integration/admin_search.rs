@@ -411,6 +411,75 @@ async fn time_ranges_reaching_chronos_bounds_search() {
     }
 }
 
+/// `finished(..)` names finished jobs whatever its bounds: none at all, or an end past the
+/// latest time, still leaves out every pending, claimed and running job, in a search and in an
+/// action that reuses it.
+#[tokio::test]
+async fn a_finished_range_without_bounds_matches_only_finished_jobs() {
+    use chrono::DateTime;
+
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let pending = client.enqueue(Findable { n: 1 }).await.unwrap().id();
+    for filter in [
+        JobFilter::new().finished(..),
+        JobFilter::new().finished(..=DateTime::<Utc>::MAX_UTC),
+        JobFilter::new().status(JobStatus::Pending).finished(..),
+    ] {
+        assert!(set(&client, filter.clone()).await.is_empty(), "{filter:?}");
+        assert_eq!(client.count_jobs(&filter).await.unwrap().count, 0);
+        let cancelled = client.cancel_jobs(filter.clone()).await.unwrap();
+        assert!(cancelled.changed.is_empty(), "{filter:?}: {cancelled:?}");
+    }
+    let job = client.job(pending).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Pending);
+}
+
+/// Every condition holds: one named again narrows, never replaces.
+#[tokio::test]
+async fn a_condition_named_again_narrows() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let acme = client
+        .enqueue_with(
+            Findable { n: 1 },
+            EnqueueOptions::default().tag("tenant", "acme"),
+        )
+        .await
+        .unwrap()
+        .id();
+    let globex = client
+        .enqueue_with(
+            Findable { n: 2 },
+            EnqueueOptions::default().tag("tenant", "globex"),
+        )
+        .await
+        .unwrap()
+        .id();
+    let none = BTreeSet::new();
+    for filter in [
+        JobFilter::new()
+            .tag("tenant", "acme")
+            .tag("tenant", "globex"),
+        JobFilter::new().queue("search-a").queue("search-b"),
+        JobFilter::new().task("Findable").task("AlsoFindable"),
+        JobFilter::new().ids(acme..).ids(..acme),
+    ] {
+        assert_eq!(set(&client, filter.clone()).await, none, "{filter:?}");
+    }
+    let same_twice = JobFilter::new().tag("tenant", "acme").tag("tenant", "acme");
+    assert_eq!(set(&client, same_twice).await, BTreeSet::from([acme]));
+    let between = Utc::now() + chrono::Duration::hours(1);
+    let created = JobFilter::new()
+        .created(..between)
+        .created(between - chrono::Duration::hours(2)..);
+    assert_eq!(set(&client, created).await, BTreeSet::from([acme, globex]));
+    let disjoint = JobFilter::new()
+        .created(..between - chrono::Duration::hours(2))
+        .created(between - chrono::Duration::hours(2)..);
+    assert_eq!(set(&client, disjoint).await, none);
+}
+
 #[tokio::test]
 async fn a_tag_with_an_empty_value_is_found_by_it() {
     let db = TestDatabase::new().await;
