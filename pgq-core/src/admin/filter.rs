@@ -283,7 +283,9 @@ impl JobFilter {
         self
     }
 
-    /// Jobs whose last error contains `text`, ignoring case; `%` and `_` are plain characters.
+    /// Jobs whose last error contains `text`, ignoring case as the database folds it (`ILIKE`:
+    /// letters beyond ASCII too under a UTF-8 `LC_CTYPE`, ASCII only under the `C` locale);
+    /// `%` and `_` are plain characters.
     /// At most [`MAX_ERROR_SEARCH_BYTES`](limits::MAX_ERROR_SEARCH_BYTES) bytes. Called again,
     /// the new text replaces the old.
     ///
