@@ -40,6 +40,9 @@ const READ_AGAIN: &str = "";
 #[derive(Debug, Default)]
 pub(crate) struct Watchers {
     state: Mutex<State>,
+    /// Held while a listener connects: watches that arrive meanwhile wait for it and share it,
+    /// rather than each open a connection of its own.
+    starting: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug, Default)]
@@ -68,9 +71,12 @@ impl Watchers {
         if let Some(changes) = self.join() {
             return Ok(changes);
         }
+        let _starting = self.starting.lock().await;
+        if let Some(changes) = self.join() {
+            return Ok(changes);
+        }
         let listener = listen(store).await?;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        // Another watch may have started one meanwhile: then this listener goes.
         let listening = state.listening.get_or_insert_with(|| {
             let (heard, _) = broadcast::channel(BACKLOG);
             let task = tokio::spawn(forward(store.clone(), listener, heard.clone()));

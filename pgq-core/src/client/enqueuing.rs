@@ -50,7 +50,12 @@ impl Client {
         let template = enqueue::template::<T>(&options)?;
         let task = enqueue::prepare(&task, self.max_payload_bytes)?;
         let replaces = options.replace && task.unique_key.is_some();
-        let due_later = template.run_at.is_none() && template.delay_ms > 0;
+        // A job due later wakes nobody; whether it is due is the database's to say, so a run
+        // time near the client's now still joins the windows (its statement notifies only if due).
+        let due_later = match template.run_at {
+            Some(run_at) => run_at > chrono::Utc::now() + chrono::TimeDelta::seconds(1),
+            None => template.delay_ms > 0,
+        };
         let wakeup = if replaces || due_later {
             Wakeup::Alone
         } else {

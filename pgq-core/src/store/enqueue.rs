@@ -101,14 +101,16 @@ const INSERT_ONE_UNIQUE: &str = insert_one!(", unique_key", ", $6", skip_taken_k
 const REPLACE_ONE: &str = replace_one!("", "", "");
 
 /// A replace's metadata: the holder's, with the new job's over it key by key — its tags when it
-/// names any (the holder's stay otherwise), its trace context — or the new job's alone when the
-/// two together would pass the column's bound.
+/// names any (the holder's stay otherwise), its trace context. When the two together would pass
+/// the column's bound: the new job's alone if it names tags, else the holder's (its tags kept,
+/// the trace context, a courtesy, dropped).
 macro_rules! replaced_meta {
     () => {
         "meta = CASE WHEN $10::jsonb IS NULL THEN job.meta
                 WHEN octet_length((coalesce(job.meta, '{}'::jsonb) || $10::jsonb)::text) <= 4096
                 THEN coalesce(job.meta, '{}'::jsonb) || $10::jsonb
-                ELSE $10::jsonb END, "
+                WHEN $10::jsonb ? 'tags' THEN $10::jsonb
+                ELSE job.meta END, "
     };
 }
 
@@ -445,11 +447,18 @@ pub(crate) async fn insert_many(
         // Every batch inserts its keys in one order, so that two batches with keys in common
         // wait for each other in the unique index instead of deadlocking there.
         rows.sort_by(|&a, &b| unique_keys[a].cmp(&unique_keys[b]));
-        let ids: Vec<i64> = sqlx::query_scalar(store.sql(DRAW_IDS))
+        let mut drawn: Vec<i64> = sqlx::query_scalar(store.sql(DRAW_IDS))
             .persistent(store.prepared())
             .bind(rows.len() as i64)
             .fetch_all(&mut *conn)
             .await?;
+        // The ids go by input order, as an unkeyed batch's: the rows of a batch share their run
+        // time, and the id decides which is claimed first.
+        drawn.sort_unstable();
+        let mut by_input = rows.clone();
+        by_input.sort_unstable();
+        let id_of: HashMap<usize, i64> = by_input.into_iter().zip(drawn).collect();
+        let ids: Vec<i64> = rows.iter().map(|index| id_of[index]).collect();
         let statement = if limit.is_some() {
             INSERT_MANY_KEYED_CONCURRENCY
         } else {

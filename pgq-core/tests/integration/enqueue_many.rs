@@ -130,14 +130,21 @@ async fn one_oversized_task_refuses_the_whole_batch() {
 #[tokio::test]
 async fn a_keyed_batch_without_any_duplicate_inserts_every_task() {
     let db = TestDatabase::new().await;
+    // Keys out of their byte order: the ids (which decide the claim order among a batch's
+    // jobs, all due at once) follow the input, as an unkeyed batch's do.
     let outcomes = db
         .client()
-        .enqueue_many([sync("a"), sync("b"), sync("c")])
+        .enqueue_many([sync("c"), sync("a"), sync("b"), sync("10"), sync("2")])
         .await
         .unwrap();
     assert!(
         outcomes.iter().all(|o| matches!(o, Enqueued::Inserted(_))),
         "{outcomes:?}"
+    );
+    let ids: Vec<i64> = outcomes.iter().map(|o| o.id().get()).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "ids follow input order: {ids:?}"
     );
 }
 

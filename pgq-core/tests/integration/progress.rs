@@ -342,6 +342,40 @@ async fn twenty_watches_share_one_connection_of_their_own() {
     support::eventually(|| async { (watch_connections(&db).await == 0).then_some(()) }).await;
 }
 
+/// Watches that start together share the listener one of them connects: each connection of
+/// pgq's is made with the client pool's hooks, which count them here.
+#[tokio::test]
+async fn watches_started_together_open_one_connection() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let db = TestDatabase::new().await;
+    let connects = Arc::new(AtomicUsize::new(0));
+    let counted = connects.clone();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .after_connect(move |_, _| {
+            let counted = counted.clone();
+            Box::pin(async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+        })
+        .connect_with(db.connect_options())
+        .await
+        .unwrap();
+    let client = pgq_core::Client::new(pool);
+    let id = client.enqueue(Stepwise).await.unwrap().id();
+    let before = connects.load(Ordering::SeqCst);
+    let watches = futures_util::future::join_all((0..20).map(|_| client.watch(id))).await;
+    assert!(watches.iter().all(Result::is_ok));
+    assert_eq!(
+        connects.load(Ordering::SeqCst) - before,
+        1,
+        "one listener for all"
+    );
+    assert_eq!(watch_connections(&db).await, 1);
+}
+
 /// Reports an event and a stage, then returns at once.
 #[derive(Debug, Serialize, Deserialize, Task)]
 #[task(queue = "progress-refused")]
