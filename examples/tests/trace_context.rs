@@ -212,4 +212,35 @@ async fn a_replace_in_a_traced_request_keeps_the_jobs_tags() {
         .unwrap();
     let tags = client.job(id).await.unwrap().unwrap().meta.unwrap()["tags"].clone();
     assert_eq!(tags, serde_json::json!({"tier": "gold"}));
+
+    // Tags that leave no room for a trace context: the replace keeps them, and no trace.
+    let full = (0..16).fold(pgq_core::EnqueueOptions::default(), |options, n| {
+        options.tag(format!("t{n:02}"), "v".repeat(240))
+    });
+    let crowded = client
+        .enqueue_with(
+            Reprice {
+                order: 8,
+                cents: 100,
+            },
+            full,
+        )
+        .await
+        .unwrap()
+        .id();
+    client
+        .enqueue_with(
+            Reprice {
+                order: 8,
+                cents: 110,
+            },
+            pgq_core::EnqueueOptions::default().replace(),
+        )
+        .instrument(tracing::info_span!("PUT /orders/8"))
+        .await
+        .unwrap();
+    let job = client.job(crowded).await.unwrap().unwrap();
+    let meta = job.meta.unwrap();
+    assert_eq!(meta["tags"].as_object().unwrap().len(), 16, "{meta}");
+    assert_eq!(job.payload["cents"], 110);
 }
