@@ -89,25 +89,44 @@ pub(crate) fn redact(url: &str) -> String {
         "user",
         "application_name",
     ];
-    let Ok(mut parsed) = url::Url::parse(url) else {
+    let Ok(parsed) = url::Url::parse(url) else {
         return NOT_SHOWN.to_owned();
     };
     let misplaced = parsed.path().contains('@')
         || parsed.fragment().is_some()
         || parsed.query_pairs().any(|(key, _)| key.contains('@'));
-    if misplaced || parsed.set_password(None).is_err() {
+    if misplaced {
         return NOT_SHOWN.to_owned();
     }
+    // Written out piece by piece: a URL without a host (a Unix socket's, `?host=/run/..`) takes
+    // no changes to its user info through `url`.
+    let user = match parsed.username() {
+        "" => String::new(),
+        user => format!("{user}@"),
+    };
+    let port = parsed
+        .port()
+        .map(|port| format!(":{port}"))
+        .unwrap_or_default();
+    let mut shown = format!(
+        "{}://{user}{}{port}{}",
+        parsed.scheme(),
+        parsed.host_str().unwrap_or_default(),
+        parsed.path()
+    );
     let kept: Vec<(String, String)> = parsed
         .query_pairs()
         .filter(|(key, _)| SHOWN_SETTINGS.contains(&key.as_ref()))
         .map(|(key, value)| (key.into_owned(), value.into_owned()))
         .collect();
-    parsed.set_query(None);
     if !kept.is_empty() {
-        parsed.query_pairs_mut().extend_pairs(kept);
+        let query = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(kept)
+            .finish();
+        shown.push('?');
+        shown.push_str(&query);
     }
-    parsed.to_string()
+    shown
 }
 
 #[cfg(test)]
@@ -139,6 +158,11 @@ mod tests {
         assert_eq!(
             redact("postgres://app:pw@db:5432/app?application_name=ops@laptop"),
             "postgres://app@db:5432/app?application_name=ops%40laptop"
+        );
+        // A Unix socket's URL has no host.
+        assert_eq!(
+            redact("postgres:///app?host=/tmp&password=pw"),
+            "postgres:///app?host=%2Ftmp"
         );
         // A password with `/`, `?` or `#` would spill into the port, path or query.
         for url in [

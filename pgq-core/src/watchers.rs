@@ -71,7 +71,10 @@ impl Watchers {
         if let Some(changes) = self.join() {
             return Ok(changes);
         }
-        let _starting = self.starting.lock().await;
+        // Waited for within the time limit, as the connection itself is.
+        let _starting = tokio::time::timeout(store.timeout(), self.starting.lock())
+            .await
+            .map_err(|_| Error::Unresponsive(store.timeout()))?;
         if let Some(changes) = self.join() {
             return Ok(changes);
         }

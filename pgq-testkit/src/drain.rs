@@ -218,9 +218,9 @@ impl Drain {
             "name the queues to drain with Drain::queue"
         );
         let mut drained: Vec<DrainedJob> = Vec::new();
+        // A queue named twice stays twice: the worker's build refuses it, as the docs say.
         let mut by_name = self.queues.clone();
         by_name.sort();
-        by_name.dedup();
         loop {
             if self.scheduled {
                 pgq_core::__testkit::make_queues_due(&self.client, &self.queues)

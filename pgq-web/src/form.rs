@@ -17,9 +17,8 @@ pub(crate) type Fields = Vec<(String, String)>;
 /// refused as unreadable (415, 413), and a body that is not ASCII, holds a `%` not followed by
 /// two hex digits, or escapes bytes that are not UTF-8, as malformed (400).
 pub(crate) async fn fields(request: Request, dashboard: &Dashboard) -> Result<Fields, Problem> {
-    let (parts, body) = request.into_parts();
-    let is_form = parts
-        .headers
+    let is_form = request
+        .headers()
         .get(CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(';').next())
@@ -27,15 +26,24 @@ pub(crate) async fn fields(request: Request, dashboard: &Dashboard) -> Result<Fi
             mime.trim()
                 .eq_ignore_ascii_case("application/x-www-form-urlencoded")
         });
+    if !is_form {
+        // Refused (415) by the form reader before any of the body is read.
+        return read(request, dashboard).await;
+    }
+    let (parts, body) = request.into_parts();
     let bytes = Bytes::from_request(Request::from_parts(parts.clone(), body), dashboard)
         .await
         .map_err(|rejection: BytesRejection| {
             Problem::Unreadable(rejection.status(), rejection.body_text())
         })?;
-    if is_form && let Err(reason) = well_formed(&bytes) {
+    if let Err(reason) = well_formed(&bytes) {
         return Err(Problem::BadRequest(format!("malformed form: {reason}")));
     }
-    let request = Request::from_parts(parts, bytes.into());
+    read(Request::from_parts(parts, bytes.into()), dashboard).await
+}
+
+/// The fields as axum's form reader reads them.
+async fn read(request: Request, dashboard: &Dashboard) -> Result<Fields, Problem> {
     let Form(fields) = Form::<Fields>::from_request(request, dashboard)
         .await
         .map_err(|rejection: FormRejection| Problem::from(rejection))?;

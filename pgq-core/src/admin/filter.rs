@@ -83,18 +83,10 @@ impl TimeRange {
     }
 }
 
-/// `value` for a condition that holds one: named again with another value, no job can match.
-fn one_value(slot: &mut Option<String>, value: String, contradictory: &mut bool) {
-    match slot {
-        Some(held) if *held != value => *contradictory = true,
-        _ => *slot = Some(value),
-    }
-}
-
 /// Which jobs to find or act on: every condition set must hold. Built with chained calls; an
-/// empty filter matches every job. A condition named again narrows: ranges intersect, and a
-/// task, queue, unique key or tag named with two values matches no job (the error text alone
-/// is replaced). Each condition reads an index, or the search is bounded (see
+/// empty filter matches every job. A range named again narrows (the ranges intersect), a tag
+/// named again with another value matches no job (a job has one), and a task, queue, unique key
+/// or error text named again replaces the first. Each condition reads an index, or the search is bounded (see
 /// [`Client::jobs`](crate::Client::jobs)).
 ///
 /// ```
@@ -125,8 +117,8 @@ pub struct JobFilter {
     pub(crate) finished: TimeRange,
     pub(crate) error_contains: Option<String>,
     pub(crate) tags: BTreeMap<String, String>,
-    /// A condition was named twice with values no job can hold together.
-    pub(crate) contradictory: bool,
+    /// Tags named again with another value: checked as the others, and no job matches them.
+    pub(crate) conflicting_tags: Vec<(String, String)>,
     pub(crate) order: JobOrder,
     pub(crate) after: Option<JobCursor>,
     pub(crate) limit: usize,
@@ -145,7 +137,7 @@ impl Default for JobFilter {
             finished: TimeRange::default(),
             error_contains: None,
             tags: BTreeMap::new(),
-            contradictory: false,
+            conflicting_tags: Vec::new(),
             order: JobOrder::default(),
             after: None,
             limit: limits::DEFAULT_PAGE_SIZE,
@@ -198,7 +190,7 @@ impl JobFilter {
     /// assert!(JobFilter::new().task("é".repeat(129)).validate().is_err());
     /// ```
     pub fn task(mut self, task: impl Into<String>) -> Self {
-        one_value(&mut self.task, task.into(), &mut self.contradictory);
+        self.task = Some(task.into());
         self
     }
 
@@ -208,7 +200,7 @@ impl JobFilter {
     /// let email = pgq_core::JobFilter::new().queue("email");
     /// ```
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
-        one_value(&mut self.queue, queue.into(), &mut self.contradictory);
+        self.queue = Some(queue.into());
         self
     }
 
@@ -218,7 +210,7 @@ impl JobFilter {
     /// let user_7 = pgq_core::JobFilter::new().unique_key("welcome:7");
     /// ```
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
-        one_value(&mut self.unique_key, key.into(), &mut self.contradictory);
+        self.unique_key = Some(key.into());
         self
     }
 
@@ -298,7 +290,7 @@ impl JobFilter {
     }
 
     /// Jobs tagged `name = value` at enqueue (`EnqueueOptions::tag`); call again for more tags,
-    /// all of which must match.
+    /// all of which must match (a second value of one tag matches no job).
     ///
     /// ```
     /// let acme = pgq_core::JobFilter::new().tag("tenant", "acme");
@@ -307,7 +299,7 @@ impl JobFilter {
         let (name, value) = (name.into(), value.into());
         match self.tags.get(&name) {
             // A job has one value per tag.
-            Some(held) if *held != value => self.contradictory = true,
+            Some(held) if *held != value => self.conflicting_tags.push((name, value)),
             _ => {
                 self.tags.insert(name, value);
             }
@@ -404,22 +396,30 @@ impl JobFilter {
                 limits::MAX_ERROR_SEARCH_BYTES,
             ),
         ];
-        let tags = self.tags.iter().flat_map(|(name, value)| {
-            [
-                (
-                    "tag name",
-                    Some(name.as_str()),
-                    1,
-                    limits::MAX_TAG_KEY_BYTES,
-                ),
-                (
-                    "tag value",
-                    Some(value.as_str()),
-                    0,
-                    limits::MAX_TAG_VALUE_BYTES,
-                ),
-            ]
-        });
+        let conflicting = self
+            .conflicting_tags
+            .iter()
+            .map(|(name, value)| (name, value));
+        let tags = self
+            .tags
+            .iter()
+            .chain(conflicting)
+            .flat_map(|(name, value)| {
+                [
+                    (
+                        "tag name",
+                        Some(name.as_str()),
+                        1,
+                        limits::MAX_TAG_KEY_BYTES,
+                    ),
+                    (
+                        "tag value",
+                        Some(value.as_str()),
+                        0,
+                        limits::MAX_TAG_VALUE_BYTES,
+                    ),
+                ]
+            });
         for (what, text, min, max) in texts.into_iter().chain(tags) {
             if let Some(text) = text {
                 searchable(what, text, min, max).map_err(Error::InvalidFilter)?;

@@ -70,7 +70,7 @@ fn phases(filter: &JobFilter) -> u8 {
         JobStatus::Claimed | JobStatus::Running => 2,
         _ => 4,
     };
-    if filter.contradictory {
+    if !filter.conflicting_tags.is_empty() {
         return 0;
     }
     let mut phases = if filter.statuses.is_empty() {

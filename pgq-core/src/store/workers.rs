@@ -95,11 +95,15 @@ pub(crate) async fn register(store: &Store, worker: &Registration) -> Result<Vec
             .bind(worker.alive_for_ms)
             .fetch_all(&mut *conn)
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, queue)| (JobId::from(id), queue))
-            .collect())
+        Ok(taken_back(rows))
     })
+}
+
+/// The jobs a statement took back, with their queues.
+fn taken_back(rows: Vec<(i64, String)>) -> Vec<(JobId, String)> {
+    rows.into_iter()
+        .map(|(id, queue)| (JobId::from(id), queue))
+        .collect()
 }
 
 const REMOVE: &str = "DELETE FROM pgq.workers WHERE id = $1";
@@ -164,10 +168,7 @@ pub(crate) async fn release_dead(
             .bind(lasted_ms)
             .fetch_all(&mut *conn)
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, queue)| (JobId::from(id), queue))
-            .collect())
+        Ok(taken_back(rows))
     })
 }
 

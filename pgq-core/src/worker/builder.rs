@@ -306,7 +306,11 @@ impl WorkerBuilder {
 
     /// The id recorded on claimed jobs (default: host, process id and a random suffix). It must
     /// be unique among live workers: jobs are fenced and released by it, and two workers with
-    /// one id share one registration.
+    /// one id share one registration. A worker that starts takes back, as a dead process's, the
+    /// jobs held under its id, unless another worker of this process runs under it: a process
+    /// started again under the same id (a container restarted with the same name and pid)
+    /// recovers what the one before it held; a live worker elsewhere under the same id would
+    /// lose its jobs.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {

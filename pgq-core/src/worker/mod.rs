@@ -22,6 +22,7 @@ mod periodic;
 mod queue_settings;
 mod renewer;
 mod report;
+mod running_ids;
 mod signal;
 mod slots;
 mod supervisor;

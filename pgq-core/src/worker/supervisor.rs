@@ -33,6 +33,7 @@ use crate::worker::options_follower::OptionsFollower;
 use crate::worker::queue_settings::{self, SettingsReader};
 use crate::worker::renewer::{self, Renewer};
 use crate::worker::report::Reporter;
+use crate::worker::running_ids::RunningId;
 use crate::worker::slots::QueueSlots;
 use crate::worker::tasks::{TaskEntry, Tasks};
 
@@ -203,8 +204,16 @@ pub(crate) async fn supervise(
     let heartbeat_store = heartbeat_store.with_timeout(heartbeat_timeout);
     let worker = registration(config);
     // Registered as a new process before anything is claimed. Unregistered, it registers with
-    // its first heartbeat, and what a process before it held waits for its leases.
-    match store::workers::register(&heartbeat_store, &worker).await {
+    // its first heartbeat, and what a process before it held waits for its leases. Another
+    // worker of this process under the same id is alive: its jobs are left alone.
+    let (_running_id, shared) = RunningId::hold(&config.worker_id);
+    let registered = if shared {
+        tracing::warn!(worker = %config.worker_id, "another worker of this process runs under this worker's id");
+        Ok(Vec::new())
+    } else {
+        store::workers::register(&heartbeat_store, &worker).await
+    };
+    match registered {
         Ok(taken) if !taken.is_empty() => {
             let ids: Vec<JobId> = taken.iter().map(|(id, _)| *id).collect();
             tracing::warn!(

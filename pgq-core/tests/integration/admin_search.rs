@@ -435,7 +435,7 @@ async fn a_finished_range_without_bounds_matches_only_finished_jobs() {
     assert_eq!(job.status, JobStatus::Pending);
 }
 
-/// Every condition holds: one named again narrows, never replaces.
+/// Every condition holds: a range or tag named again narrows; a queue named again replaces.
 #[tokio::test]
 async fn a_condition_named_again_narrows() {
     let db = TestDatabase::new().await;
@@ -461,12 +461,16 @@ async fn a_condition_named_again_narrows() {
         JobFilter::new()
             .tag("tenant", "acme")
             .tag("tenant", "globex"),
-        JobFilter::new().queue("search-a").queue("search-b"),
-        JobFilter::new().task("Findable").task("AlsoFindable"),
         JobFilter::new().ids(acme..).ids(..acme),
     ] {
         assert_eq!(set(&client, filter.clone()).await, none, "{filter:?}");
     }
+    // A second value of one tag is checked as the first.
+    let nul = JobFilter::new().tag("tenant", "acme").tag("tenant", "a\0b");
+    assert!(matches!(nul.validate(), Err(Error::InvalidFilter(_))));
+    // A task or queue named again replaces the first.
+    let requeued = JobFilter::new().queue("search-b").queue("search-a");
+    assert_eq!(set(&client, requeued).await, BTreeSet::from([acme, globex]));
     let same_twice = JobFilter::new().tag("tenant", "acme").tag("tenant", "acme");
     assert_eq!(set(&client, same_twice).await, BTreeSet::from([acme]));
     let between = Utc::now() + chrono::Duration::hours(1);

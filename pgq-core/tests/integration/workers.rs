@@ -171,6 +171,47 @@ async fn a_worker_restarted_under_the_same_id_takes_back_what_its_predecessor_he
     handle.shutdown().await.unwrap();
 }
 
+/// A second worker of the same process under an id a running worker holds (started again
+/// before the first's shutdown ended) takes nothing back: the first's running job is left to it.
+#[tokio::test]
+async fn a_second_worker_of_the_process_under_the_same_id_leaves_the_first_alone() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let gate = Arc::new(Semaphore::new(0));
+    let first = Worker::builder(client.clone())
+        .queue("registered", 1)
+        .worker_id("twice:1")
+        .state(gate.clone())
+        .build()
+        .unwrap();
+    let mut events = first.events();
+    let first = first.start();
+    let running = client.enqueue(Held).await.unwrap().id();
+    support::held(db.pool(), running).await;
+
+    let second = Worker::builder(client.clone())
+        .queue("registered-again", 1)
+        .worker_id("twice:1")
+        .state(Arc::new(Semaphore::new(1)))
+        .build()
+        .unwrap();
+    let mut second_events = second.events();
+    let second = second.start();
+    // Once the second runs a job, its start (and what it would take back) is behind it.
+    let elsewhere = pgq_core::EnqueueOptions::default().queue("registered-again");
+    let next = client.enqueue_with(Held, elsewhere).await.unwrap().id();
+    let (outcome, _) = support::finished(&mut second_events, next).await;
+    assert_eq!(outcome, pgq_core::JobOutcome::Completed);
+
+    gate.add_permits(1);
+    let (outcome, _) = support::finished(&mut events, running).await;
+    assert_eq!(outcome, pgq_core::JobOutcome::Completed, "never taken back");
+    let job = client.job(running).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobStatus::Completed, 1));
+    second.shutdown().await.unwrap();
+    first.shutdown().await.unwrap();
+}
+
 /// A rescuer never takes its own worker for dead, whatever its registration says (after an
 /// outage of the database every registration has expired, the rescuer's own too): the statement
 /// that takes back another expired worker's job leaves the rescuer's own running job alone.
