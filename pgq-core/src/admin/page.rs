@@ -45,7 +45,7 @@ pub struct JobPage {
 pub struct JobCount {
     /// The jobs counted.
     pub count: u64,
-    /// Whether that is all of them: false when the count reached its cap, or when older jobs
-    /// lay beyond the ids it looked at.
+    /// Whether that is all of them: false when more jobs than the cap match, or when older
+    /// jobs lay beyond the ids it looked at.
     pub exact: bool,
 }

@@ -325,7 +325,9 @@ impl Client {
         run!(self.store, |conn| store::job::find(&self.store, conn, id))
     }
 
-    /// Follows a job's progress live until it finishes; see [`JobWatch`].
+    /// Follows a job's progress live until it finishes; see [`JobWatch`]. `watch` reads no job:
+    /// one that does not exist (or is deleted meanwhile) fails the first
+    /// [`next`](JobWatch::next) after it with [`Error::JobNotFound`](crate::Error::JobNotFound).
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client, id: pgq_core::JobId) -> pgq_core::Result<()> {

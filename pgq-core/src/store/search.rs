@@ -340,19 +340,20 @@ pub(crate) async fn count(
     };
     let cap = limits::MAX_COUNT;
     let text = store.composed(&format!("{COUNT}{conditions}{COUNT_END}"));
+    // One past the cap: exactly `cap` matches is an exact count.
     let query = sqlx::query(AssertSqlSafe(text))
         .persistent(store.prepared())
         .bind(window.lo)
         .bind(window.hi)
-        .bind(i64::try_from(cap).unwrap_or(i64::MAX));
+        .bind(i64::try_from(cap + 1).unwrap_or(i64::MAX));
     let count: i64 = bind_filter!(query, filter)
         .fetch_one(&mut *conn)
         .await?
         .try_get(0)?;
     let count = u64::try_from(count).unwrap_or(0);
     Ok(JobCount {
-        count,
-        exact: count < cap && !window.beyond,
+        count: count.min(cap),
+        exact: count <= cap && !window.beyond,
     })
 }
 

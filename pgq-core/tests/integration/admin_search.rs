@@ -484,6 +484,24 @@ async fn a_condition_named_again_narrows() {
     assert_eq!(set(&client, disjoint).await, none);
 }
 
+/// The count stops at its cap: exactly that many is an exact count, one more is not.
+#[tokio::test]
+async fn a_count_of_exactly_the_cap_is_exact() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let cap = limits::MAX_COUNT;
+    client
+        .enqueue_many((0..cap as u32).map(|n| AlsoFindable { n }))
+        .await
+        .unwrap();
+    let all = JobFilter::new().queue("search-b");
+    let count = client.count_jobs(&all).await.unwrap();
+    assert_eq!((count.count, count.exact), (cap, true));
+    client.enqueue(AlsoFindable { n: 0 }).await.unwrap();
+    let count = client.count_jobs(&all).await.unwrap();
+    assert_eq!((count.count, count.exact), (cap, false));
+}
+
 #[tokio::test]
 async fn a_tag_with_an_empty_value_is_found_by_it() {
     let db = TestDatabase::new().await;
