@@ -152,6 +152,17 @@ async fn finish(
     status: &str,
     minutes_ago: i32,
 ) {
+    let at = base - chrono::Duration::minutes(minutes_ago.into()) + chrono::Duration::seconds(1);
+    finish_at(pool, id, status, at).await;
+}
+
+/// Moves job `id` to `status` (completed or failed), finished `at`.
+async fn finish_at(
+    pool: &sqlx::PgPool,
+    id: pgq_core::JobId,
+    status: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) {
     sqlx::query(
         "UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'w',
              claimed_at = now(), started_at = now(), lease_expires_at = now() WHERE id = $1",
@@ -160,18 +171,13 @@ async fn finish(
     .execute(pool)
     .await
     .unwrap();
-    sqlx::query(
-        "UPDATE pgq.jobs SET status = $2, phase = 2,
-             completed_at = $4 - $3 * interval '1 minute' + interval '1 second'
-         WHERE id = $1",
-    )
-    .bind(id.get())
-    .bind(status)
-    .bind(minutes_ago)
-    .bind(base)
-    .execute(pool)
-    .await
-    .unwrap();
+    sqlx::query("UPDATE pgq.jobs SET status = $2, phase = 2, completed_at = $3 WHERE id = $1")
+        .bind(id.get())
+        .bind(status)
+        .bind(at)
+        .execute(pool)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -237,22 +243,12 @@ async fn finished_history_holds_exactly_the_last_sixty_minutes() {
     let db = TestDatabase::new().await;
     let client = db.client();
     let id = client.enqueue(CountMe { n: 0 }).await.unwrap().id();
-    sqlx::query(
-        "UPDATE pgq.jobs SET status = 'running', phase = 1, attempts = 1, worker_id = 'w',
-             claimed_at = now(), started_at = now(), lease_expires_at = now() WHERE id = $1",
-    )
-    .bind(id.get())
-    .execute(db.pool())
-    .await
-    .unwrap();
-    sqlx::query(
-        "UPDATE pgq.jobs SET status = 'completed', phase = 2,
-             completed_at = now() - interval '3599.5 seconds' WHERE id = $1",
-    )
-    .bind(id.get())
-    .execute(db.pool())
-    .await
-    .unwrap();
+    let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    let at = now - chrono::Duration::milliseconds(3_599_500);
+    finish_at(db.pool(), id, "completed", at).await;
     let history = client.finished_history().await.unwrap();
     for minute in &history.minutes {
         let back = (history.now - minute.minute).num_minutes();

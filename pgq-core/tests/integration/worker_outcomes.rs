@@ -55,8 +55,11 @@ impl Handler for AlwaysFails {
     }
 }
 
-async fn run_one(db: &TestDatabase, then: Then) -> (pgq_core::Job, JobOutcome, f64) {
-    let client = db.client();
+/// Runs one job on a worker; its id, and its outcome and error as the worker reported them.
+async fn run_reported(
+    client: &pgq_core::Client,
+    then: Then,
+) -> (pgq_core::JobId, JobOutcome, Option<String>) {
     let id = client.enqueue(Outcome { then }).await.unwrap().id();
     let worker = Worker::builder(client.clone())
         .queue("outcomes", 1)
@@ -64,8 +67,14 @@ async fn run_one(db: &TestDatabase, then: Then) -> (pgq_core::Job, JobOutcome, f
         .unwrap();
     let mut events = worker.events();
     let handle = worker.start();
-    let (outcome, _) = support::finished(&mut events, id).await;
+    let (outcome, error) = support::finished(&mut events, id).await;
     handle.shutdown().await.unwrap();
+    (id, outcome, error)
+}
+
+async fn run_one(db: &TestDatabase, then: Then) -> (pgq_core::Job, JobOutcome, f64) {
+    let client = db.client();
+    let (id, outcome, _) = run_reported(&client, then).await;
     let delay: f64 = sqlx::query_scalar(
         "SELECT extract(epoch FROM run_at - updated_at)::float8 FROM pgq.jobs WHERE id = $1",
     )
@@ -127,22 +136,8 @@ async fn snooze_runs_later_without_spending_an_attempt() {
 async fn a_snooze_reports_no_error() {
     let db = TestDatabase::new().await;
     let client = db.client();
-    let id = client
-        .enqueue(Outcome {
-            then: Then::Snooze(30),
-        })
-        .await
-        .unwrap()
-        .id();
-    let worker = Worker::builder(client.clone())
-        .queue("outcomes", 1)
-        .build()
-        .unwrap();
-    let mut events = worker.events();
-    let handle = worker.start();
-    let finished = support::finished(&mut events, id).await;
-    handle.shutdown().await.unwrap();
-    assert_eq!(finished, (JobOutcome::Snoozed, None));
+    let (id, outcome, error) = run_reported(&client, Then::Snooze(30)).await;
+    assert_eq!((outcome, error), (JobOutcome::Snoozed, None));
 
     sqlx::query("UPDATE pgq.jobs SET run_at = now() WHERE id = $1")
         .bind(id.get())
