@@ -1097,12 +1097,20 @@ async fn migrate_after_a_look_finds_what_a_tool_applied_meanwhile() {
             .iter()
             .all(|state| state.applied_at.is_none())
     );
-    let (tool, migrating) = migrate_behind_a_tools_script(&db, &client).await;
+    migrate_past_a_tools_script(
+        &db,
+        &client,
+        "migrate finds the tool's script applied and applies the rest",
+    )
+    .await;
+}
+
+/// [`migrate_behind_a_tools_script`], then the tool's commit: the migration must go on and
+/// succeed (`why` says what it found).
+async fn migrate_past_a_tools_script(db: &TestDatabase, client: &Client, why: &str) {
+    let (tool, migrating) = migrate_behind_a_tools_script(db, client).await;
     tool.commit().await.unwrap();
-    migrating
-        .await
-        .unwrap()
-        .expect("migrate finds the tool's script applied and applies the rest");
+    migrating.await.unwrap().expect(why);
 }
 
 /// A role whose statements are limited (as the pooler's guide has it, `ALTER ROLE .. SET
@@ -1120,12 +1128,12 @@ async fn migrate_is_not_cut_short_by_the_roles_time_limits() {
         .await
         .unwrap();
     let client = Client::new(pool.clone());
-    let (tool, migrating) = migrate_behind_a_tools_script(&db, &client).await;
-    tool.commit().await.unwrap();
-    migrating
-        .await
-        .unwrap()
-        .expect("migrate waits, then applies the rest whatever the role's limits");
+    migrate_past_a_tools_script(
+        &db,
+        &client,
+        "migrate waits, then applies the rest whatever the role's limits",
+    )
+    .await;
     let versions: i64 = sqlx::query_scalar("SELECT count(*) FROM pgq.migrations")
         .fetch_one(db.pool())
         .await
@@ -1141,12 +1149,12 @@ async fn migrate_is_not_cut_short_by_the_roles_time_limits() {
 async fn migrate_waits_for_a_script_a_tool_is_applying() {
     let db = unmigrated_database().await;
     let client = pgq_core::Client::new(db.pool().clone());
-    let (tool, migrating) = migrate_behind_a_tools_script(&db, &client).await;
-    tool.commit().await.unwrap();
-    migrating
-        .await
-        .unwrap()
-        .expect("migrate finds the tool's script applied and applies the rest");
+    migrate_past_a_tools_script(
+        &db,
+        &client,
+        "migrate finds the tool's script applied and applies the rest",
+    )
+    .await;
     let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM pgq.migrations ORDER BY 1")
         .fetch_all(db.pool())
         .await
