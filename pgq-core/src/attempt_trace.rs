@@ -43,15 +43,16 @@ impl AttemptTrace {
     pub(crate) fn start(job: Traced<'_>) -> Self {
         let span = tracing::info_span!(
             "pgq.job",
-            otel.name = %format_args!("process {}", job.queue),
-            otel.kind = "consumer",
-            messaging.system = "pgq",
-            messaging.operation.type = "process",
-            messaging.destination.name = job.queue,
+            // The job's own fields first: a log line shows fields in this order.
             job.id = %job.id,
             job.task = job.task,
             job.attempt = job.attempt,
             worker.id = job.worker_id,
+            messaging.system = "pgq",
+            messaging.operation.type = "process",
+            messaging.destination.name = job.queue,
+            otel.name = %format_args!("process {}", job.queue),
+            otel.kind = "consumer",
             job.outcome = Empty,
         );
         // `run_at` is the database's clock, now this host's: a job picked up within the

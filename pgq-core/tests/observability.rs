@@ -26,11 +26,21 @@ struct Line {
     message: String,
     fields: HashMap<String, String>,
     spans: Vec<(String, HashMap<String, String>)>,
+    /// The names of each of those spans' fields in declaration order: the order a formatting
+    /// subscriber prints them in.
+    declared: Vec<(String, Vec<&'static str>)>,
 }
 
 impl Line {
     fn span(&self, name: &str) -> Option<&HashMap<String, String>> {
         self.spans.iter().find(|(n, _)| n == name).map(|(_, f)| f)
+    }
+
+    fn declared(&self, name: &str) -> &[&'static str] {
+        self.declared
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(&[], |(_, names)| names)
     }
 }
 
@@ -93,11 +103,23 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
                     .collect()
             })
             .unwrap_or_default();
+        let declared = ctx
+            .event_scope(event)
+            .map(|scope| {
+                scope
+                    .map(|span| {
+                        let names = span.metadata().fields().iter().map(|f| f.name());
+                        (span.name().to_owned(), names.collect())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         self.lines.lock().unwrap().push(Line {
             level: *event.metadata().level(),
             message,
             fields: fields.0,
             spans,
+            declared,
         });
     }
 
@@ -247,6 +269,11 @@ async fn a_handlers_log_lines_carry_the_attempts_span_and_its_fields() {
     assert_eq!(span["messaging.operation.type"], "process");
     assert_eq!(span["job.attempt"], "1");
     assert_eq!(span["worker.id"], worker_id);
+    assert_eq!(
+        handling[1].declared("pgq.job")[..4],
+        ["job.id", "job.task", "job.attempt", "worker.id"],
+        "a log line shows the job's own fields first, as the docs' example does"
+    );
 
     // Success logs at DEBUG only, with how long the job waited and ran.
     let done = lines

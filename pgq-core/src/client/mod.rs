@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::cancellation::Cancellation;
 use crate::defaults;
@@ -60,7 +60,9 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects a new pool of up to [`defaults::MAX_CONNECTIONS`] connections.
+    /// Connects a new pool of up to [`defaults::MAX_CONNECTIONS`] connections, named
+    /// `pgq-client` in `pg_stat_activity` unless the URL (`application_name=`) or `PGAPPNAME`
+    /// names them.
     ///
     /// ```no_run
     /// # async fn example() -> pgq_core::Result<()> {
@@ -78,11 +80,15 @@ impl Client {
             )
             .into());
         }
+        let mut options: PgConnectOptions = url.parse()?;
+        if options.get_application_name().is_none() {
+            options = options.application_name(CLIENT_APPLICATION_NAME);
+        }
         let pool = PgPoolOptions::new()
             .max_connections(defaults::MAX_CONNECTIONS)
             // sqlx pings a connection before each use by default: a round trip per statement.
             .test_before_acquire(false)
-            .connect(url)
+            .connect_with(options)
             .await?;
         Ok(Self::new(pool))
     }
@@ -469,6 +475,9 @@ impl Client {
 }
 
 /// Whether `url` names PostgreSQL by its scheme (`postgres://` or `postgresql://`, in any case).
+/// The name of the connections of a pool [`Client::connect`] makes.
+const CLIENT_APPLICATION_NAME: &str = "pgq-client";
+
 fn is_postgres_url(url: &str) -> bool {
     url.split_once("://").is_some_and(|(scheme, _)| {
         scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql")

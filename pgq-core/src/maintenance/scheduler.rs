@@ -98,6 +98,9 @@ impl Service for Scheduler {
     }
 
     async fn run_once(&mut self) -> Result<()> {
+        // A step that fails comes again at a follower's pace, not at the few milliseconds the
+        // last step may have left before an instant: an outage is not hammered.
+        self.next = self.config.lease / 4;
         let claimed =
             store::leaders::claim(&self.store, &self.role, &self.holder, self.lease_ms()).await?;
         let Some(now) = claimed else {
@@ -334,4 +337,41 @@ pub(crate) async fn enqueue_due_at(
         }
     }
     Ok(enqueued)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sqlx::postgres::PgPoolOptions;
+
+    use super::{MIN_STEP, Scheduler, SchedulerConfig};
+    use crate::maintenance::Service;
+    use crate::schema::Schema;
+    use crate::store::Store;
+
+    /// A leader's last step may have left a few milliseconds to the next instant; a step that
+    /// then finds no database waits a follower's interval, not those milliseconds, again and
+    /// again.
+    #[tokio::test]
+    async fn a_failed_step_waits_a_followers_interval() {
+        let pool = PgPoolOptions::new()
+            .acquire_timeout(Duration::from_millis(200))
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .expect("a lazy pool");
+        let store = Store::new(pool, Duration::from_secs(1), Schema::default());
+        let lease = Duration::from_secs(20);
+        let mut scheduler = Scheduler::new(
+            store,
+            "worker-1".into(),
+            Vec::new(),
+            SchedulerConfig {
+                lease,
+                max_payload_bytes: 1024,
+            },
+        );
+        scheduler.next = MIN_STEP;
+        assert!(scheduler.run_once().await.is_err(), "no database there");
+        assert_eq!(scheduler.interval(), lease / 4);
+    }
 }

@@ -235,7 +235,8 @@ async fn cancelled_with(store: &Store, fence: Fence<'_>, error: Option<&str>) ->
 /// One statement for retry, retry-after, fail-now and snooze. `$4` is the action; `$5` an
 /// explicit delay in milliseconds (NULL: the default backoff); `$6` the error message. A job
 /// back to `pending` is nobody's, and its next attempt reports its own progress and stage. A job
-/// whose cancel was asked for ends `cancelled` instead, whatever the action, with the error:
+/// whose cancel was asked for ends `cancelled` instead, whatever the action, with the error (a
+/// snooze is none):
 /// the worker may not have heard the request before its handler returned (behind a pooler it
 /// hears at the next lease renewal), and a cancelled job is not run again.
 const FAIL: &str = "
@@ -258,9 +259,8 @@ UPDATE pgq.jobs SET
     completed_at = CASE WHEN cancel_requested_at IS NOT NULL
                              OR $4 <> 'snooze' AND ($4 = 'fail' OR attempts >= max_attempts)
                         THEN now() END,
-    last_error = CASE WHEN $4 = 'snooze' AND cancel_requested_at IS NULL THEN last_error
-                      ELSE $6 END,
-    errors = CASE WHEN $4 = 'snooze' AND cancel_requested_at IS NULL THEN errors
+    last_error = CASE WHEN $4 = 'snooze' THEN last_error ELSE $6 END,
+    errors = CASE WHEN $4 = 'snooze' THEN errors
                   ELSE pgq.append_error(errors, attempts, $6, $7) END,
     worker_id = CASE WHEN (cancel_requested_at IS NULL)
                           AND ($4 = 'snooze' OR ($4 <> 'fail' AND attempts < max_attempts))

@@ -268,6 +268,8 @@ impl Completer {
             }
         }
         let error = match &returned {
+            // A snooze is no error, also when a cancel ends the job instead.
+            Return::Err(err) if matches!(err.action(), TaskAction::Snooze(_)) => None,
             Return::Err(err) => Some(truncate_error(err.message())),
             _ => None,
         };

@@ -11,7 +11,7 @@
 //! connection that does not answer within the statement timeout is replaced.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
@@ -27,6 +27,11 @@ use crate::worker::slots::QueueSlots;
 
 const RECONNECT_MIN: Duration = Duration::from_millis(50);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+/// A connection lost sooner than this after it was made counts as a failed attempt: the next
+/// one waits, and longer each time, rather than churning against a server or proxy that drops
+/// it at once (each attempt stalls the queues' claims until their settings are read again).
+const STEADY_AFTER: Duration = PROBE_AFTER;
 
 /// How long the listener waits for a message before it checks that its connection answers.
 const PROBE_AFTER: Duration = Duration::from_secs(5);
@@ -83,16 +88,16 @@ impl Listener {
     pub(crate) async fn listen(self) {
         let cancel_channel = self.store.channel(Channel::Cancel);
         let queue_channel = self.store.channel(Channel::Queue);
-        let mut delay = RECONNECT_MIN;
+        let mut backoff = Backoff::default();
         let mut lost = false;
         loop {
             let connected = tokio::time::timeout(self.probe_timeout, self.connect()).await;
             match connected.unwrap_or_else(|_| Err(sqlx::Error::PoolTimedOut)) {
                 Ok(mut listener) => {
-                    if delay > RECONNECT_MIN || lost {
+                    if backoff.failing() || lost {
                         tracing::info!("listener reconnected; wake-ups are immediate again");
                     }
-                    delay = RECONNECT_MIN;
+                    let connected_at = Instant::now();
                     // A pause committed before the LISTEN went unheard: no queue claims
                     // until a read of the settings that started after it.
                     self.attempted();
@@ -129,13 +134,16 @@ impl Listener {
                     tracing::warn!("listener lost; polling until it reconnects");
                     lost = true;
                     self.reporter.emit(|| WorkerEvent::ListenerLost);
+                    if let Some(wait) = backoff.lost(connected_at.elapsed()) {
+                        tokio::time::sleep(wait).await;
+                    }
                 }
                 Err(err) => {
-                    tracing::warn!(error = %Error::from(err), retry_in = ?delay, "cannot LISTEN; polling meanwhile");
+                    let wait = backoff.failed();
+                    tracing::warn!(error = %Error::from(err), retry_in = ?wait, "cannot LISTEN; polling meanwhile");
                     // Polling relies on the periodic reads alone, which may start now.
                     self.attempted();
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(RECONNECT_MAX);
+                    tokio::time::sleep(wait).await;
                 }
             }
         }
@@ -161,5 +169,71 @@ impl Listener {
             .listen_all(channels.iter().map(String::as_str))
             .await?;
         Ok(listener)
+    }
+}
+
+/// The wait before the next attempt to connect: it doubles with each failed attempt, up to
+/// [`RECONNECT_MAX`], and starts over once a connection has lasted [`STEADY_AFTER`].
+#[derive(Debug)]
+struct Backoff {
+    next: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            next: RECONNECT_MIN,
+        }
+    }
+}
+
+impl Backoff {
+    /// Whether the last attempts failed.
+    fn failing(&self) -> bool {
+        self.next > RECONNECT_MIN
+    }
+
+    /// An attempt failed: how long to wait before the next.
+    fn failed(&mut self) -> Duration {
+        let wait = self.next;
+        self.next = (self.next * 2).min(RECONNECT_MAX);
+        wait
+    }
+
+    /// A connection was lost after `lasted`: reconnect at once after a steady one, else wait as
+    /// after a failed attempt.
+    fn lost(&mut self, lasted: Duration) -> Option<Duration> {
+        if lasted >= STEADY_AFTER {
+            self.next = RECONNECT_MIN;
+            None
+        } else {
+            Some(self.failed())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Backoff, RECONNECT_MAX, RECONNECT_MIN, STEADY_AFTER};
+
+    #[test]
+    fn connections_dropped_at_once_back_off_and_a_steady_one_resets() {
+        let mut backoff = Backoff::default();
+        let short = Duration::from_millis(10);
+        let waits: Vec<Duration> = (0..10).map(|_| backoff.lost(short).unwrap()).collect();
+        assert_eq!(waits[0], RECONNECT_MIN);
+        assert_eq!(waits[1], RECONNECT_MIN * 2);
+        assert_eq!(waits[9], RECONNECT_MAX);
+        assert!(backoff.failing());
+        assert_eq!(
+            backoff.lost(STEADY_AFTER),
+            None,
+            "a steady connection reconnects at once"
+        );
+        assert!(!backoff.failing());
+        assert_eq!(backoff.failed(), RECONNECT_MIN);
+        assert_eq!(backoff.failed(), RECONNECT_MIN * 2);
     }
 }

@@ -233,6 +233,66 @@ async fn a_failure_written_after_an_unheard_cancel_ends_the_job_cancelled() {
     assert_eq!(job.last_error.as_deref(), Some("the partner said no"));
 }
 
+/// Snoozes once the test lets it, or once a cancel was heard.
+#[derive(Debug, Serialize, Deserialize, Task)]
+#[task(queue = "cancel-snooze")]
+struct SnoozesWhenLetGo {
+    heard: bool,
+}
+
+#[async_trait]
+impl Handler for SnoozesWhenLetGo {
+    async fn handle(self, ctx: &JobContext) -> Result<(), TaskError> {
+        if self.heard {
+            ctx.cancelled().await;
+        } else {
+            support::pass_gate(ctx).await;
+        }
+        Err(TaskError::snooze(Duration::from_secs(600)))
+    }
+}
+
+/// A snooze is no error, also when a cancel, heard or not, ends its job instead.
+#[tokio::test]
+async fn a_snooze_after_a_cancel_ends_the_job_cancelled_with_no_error() {
+    for heard in [true, false] {
+        let db = TestDatabase::new().await;
+        let client = db.client();
+        let id = client
+            .enqueue(SnoozesWhenLetGo { heard })
+            .await
+            .unwrap()
+            .id();
+        let gate = Arc::new(Semaphore::new(0));
+        let worker = Worker::builder(client.clone())
+            .queue("cancel-snooze", 1)
+            // Renewed every 20 minutes: an unheard cancel stays unheard during the test.
+            .lease(Duration::from_secs(3600))
+            .state(gate.clone())
+            .build()
+            .unwrap();
+        let mut events = worker.events();
+        let handle = worker.start();
+        support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+        if heard {
+            assert_eq!(client.cancel(id).await.unwrap(), Cancellation::Requested);
+        } else {
+            ask_cancel_unheard(&db, id).await;
+            gate.add_permits(1);
+        }
+        assert_eq!(
+            support::finished(&mut events, id).await,
+            (JobOutcome::Cancelled, None),
+            "heard: {heard}"
+        );
+        handle.shutdown().await.unwrap();
+        let job = client.job(id).await.unwrap().unwrap();
+        assert_eq!(job.status, JobStatus::Cancelled, "heard: {heard}");
+        assert_eq!(job.last_error, None, "heard: {heard}");
+        assert!(job.errors.is_empty(), "heard: {heard}: {:?}", job.errors);
+    }
+}
+
 /// Taken back from a worker that stopped renewing, or released at shutdown, a job whose cancel
 /// was asked for ends `cancelled` rather than running again.
 #[tokio::test]

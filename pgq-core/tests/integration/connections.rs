@@ -108,6 +108,35 @@ async fn a_worker_opens_the_connections_its_budget_allows_named_and_hooked() {
     handle.shutdown().await.unwrap();
 }
 
+/// `Client::connect` names its pool's connections, unless the URL names them.
+#[tokio::test]
+async fn the_pool_client_connect_makes_is_named() {
+    let db = TestDatabase::new().await;
+    let names = |client: Client| async move {
+        client.enqueue(Budgeted { n: 1 }).await.unwrap();
+        let names: Vec<String> = sqlx::query_scalar(
+            "SELECT application_name FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(client.pool())
+        .await
+        .unwrap();
+        client.pool().close().await;
+        names
+    };
+    let named = names(Client::connect(&db.url()).await.unwrap()).await;
+    assert!(named.iter().any(|n| n == "pgq-client"), "{named:?}");
+    let url = format!("{}&application_name=billing", db.url());
+    let url = if url.contains('?') {
+        url
+    } else {
+        url.replacen('&', "?", 1)
+    };
+    let named = names(Client::connect(&url).await.unwrap()).await;
+    assert!(named.iter().any(|n| n == "billing"), "{named:?}");
+    assert!(!named.iter().any(|n| n == "pgq-client"), "{named:?}");
+}
+
 /// A statement time limit longer than PostgreSQL's (about 24.8 days) still lets a worker open
 /// its connections and run jobs, and behind a pooler lets every statement run: the server's own
 /// limit is held to the longest it takes. (It was sent as it was, and refused.)
