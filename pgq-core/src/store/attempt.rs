@@ -91,7 +91,7 @@ pub(crate) struct CompletedIn {
 
 /// Whether the database stores any text as given: UTF-8, or no encoding at all.
 const HOLDS_ANY_TEXT: &str =
-    "SELECT pg_catalog.current_setting('server_encoding') IN ('UTF8', 'SQL_ASCII')";
+    "SELECT pg_catalog.current_setting('server_encoding') = ANY (ARRAY['UTF8', 'SQL_ASCII'])";
 
 /// Completes the attempt inside the handler's transaction. A stage beyond ASCII goes in ASCII
 /// to a database whose encoding may lack its characters: a refused statement would abort the
@@ -109,7 +109,7 @@ pub(crate) async fn complete_in(
             let holds = match store.holds_any_text() {
                 Some(holds) => holds,
                 None => {
-                    let holds: bool = sqlx::query_scalar(HOLDS_ANY_TEXT)
+                    let holds: bool = sqlx::query_scalar(store.sql(HOLDS_ANY_TEXT))
                         .persistent(store.prepared())
                         .fetch_one(&mut *conn)
                         .await?;
@@ -435,6 +435,7 @@ mod tests {
             super::COMPLETE_DELETING,
             super::COMPLETE_IN,
             super::XACT_STATUS,
+            super::HOLDS_ANY_TEXT,
             super::IS_COMPLETED,
             super::DELETE_COMPLETED,
             super::CANCELLED,

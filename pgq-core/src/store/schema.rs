@@ -162,7 +162,8 @@ fn ascii(sql: &str) -> String {
 fn create_schema(schema: &str) -> String {
     format!(
         "DO $create$ BEGIN\n\
-         IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = '{schema}') THEN\n\
+         IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace\n\
+                        WHERE nspname OPERATOR(pg_catalog.=) '{schema}') THEN\n\
          CREATE SCHEMA \"{schema}\";\n\
          END IF;\n\
          END $create$;"
@@ -179,7 +180,7 @@ pub(crate) fn scripts(schema: &str) -> Vec<(i64, &'static str, String)> {
             let mut sql = format!(
                 "-- pgq migration {name} for schema \"{schema}\". Apply the scripts in order, each \
                  once;\n-- pgq's migrate() finds them applied, and waits for one in progress.\n\
-                 SELECT pg_advisory_xact_lock({lock});\n\
+                 SELECT pg_catalog.pg_advisory_xact_lock({lock});\n\
                  {create}\n\
                  SET search_path = pg_catalog, \"{schema}\";\n",
                 lock = store::lock_key(schema, MIGRATE_LOCK),
@@ -282,7 +283,7 @@ pub(crate) async fn migrate(store: &Store) -> Result<()> {
             None => missing.push(migration),
         }
     }
-    let open_to_all: bool = sqlx::query_scalar(OPEN_TO_ALL)
+    let open_to_all: bool = sqlx::query_scalar(store.sql(OPEN_TO_ALL))
         .persistent(store.prepared())
         .bind(schema)
         .fetch_one(&mut *tx)
@@ -363,7 +364,11 @@ mod tests {
 
     #[test]
     fn every_statement_renders() {
-        crate::store::sql::assert_renders(&[super::HAS_BOOKKEEPING, super::APPLIED_AT]);
+        crate::store::sql::assert_renders(&[
+            super::HAS_BOOKKEEPING,
+            super::APPLIED_AT,
+            super::OPEN_TO_ALL,
+        ]);
     }
 
     #[test]
@@ -380,7 +385,11 @@ mod tests {
         for ((version, name, sql), migration) in scripts.iter().zip(MIGRATIONS) {
             assert_eq!((*version, *name), (migration.version, migration.name));
             assert!(
-                sql.contains("nspname = 'billing_jobs') THEN\nCREATE SCHEMA \"billing_jobs\";")
+                sql.contains(
+                    "nspname OPERATOR(pg_catalog.=) 'billing_jobs') THEN\n\
+                     CREATE SCHEMA \"billing_jobs\";"
+                ),
+                "{sql}"
             );
             assert!(sql.contains(&format!("'{}'", checksum(migration.sql))));
             assert!(!sql.contains("pgq."), "every name is in the schema: {name}");

@@ -72,6 +72,7 @@ const PLAIN_TYPES: &[&str] = &[
     "text",
     "timestamptz",
     "varchar",
+    "xid8",
 ];
 
 /// Words that end an operand run: operators on either side of one never bind to each other.
