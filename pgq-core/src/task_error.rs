@@ -165,7 +165,8 @@ impl TaskError {
         self.action
     }
 
-    /// The error message recorded on the job (cut to [`limits::MAX_ERROR_BYTES`]).
+    /// The error message, as given. The job records it with NUL characters replaced and cut to
+    /// [`limits::MAX_ERROR_BYTES`].
     ///
     /// ```
     /// use pgq_core::TaskError;

@@ -116,8 +116,8 @@ impl DashboardConfig {
         self
     }
 
-    /// Whether only requests addressed to this host by a loopback name (`localhost`,
-    /// `127.0.0.1`, `[::1]`, in their `Host`) are answered; others get 421 Misdirected Request.
+    /// Whether only requests addressed to this host by a loopback name or address (`localhost`
+    /// in any case, `127.0.0.0/8`, `[::1]`, in their `Host`) are answered; others get 421 Misdirected Request.
     /// For a dashboard served without a token on a loopback address, as `pgq web` serves one: a
     /// web page whose name is made to resolve to that address (DNS rebinding) names its own host,
     /// and cannot read or act on the dashboard. Off by default.

@@ -50,6 +50,9 @@ pub struct Client {
     store: Store,
     /// Reached through a transaction-mode pooler: no session state, so no LISTEN.
     pooled: bool,
+    /// Behind a pooler, whether it keeps prepared statements: remembered whichever of
+    /// `behind_pooler` and `with_prepared_statements` comes first.
+    pooler_prepares: bool,
     max_payload_bytes: usize,
     wakeups: Arc<Wakeups>,
     kept: Arc<KeptConnection>,
@@ -120,6 +123,7 @@ impl Client {
             store: Store::new(pool, defaults::STATEMENT_TIMEOUT, Schema::default()),
             max_payload_bytes: defaults::MAX_PAYLOAD_BYTES,
             pooled: false,
+            pooler_prepares: false,
             wakeups: Arc::default(),
             kept: Arc::default(),
             inline: InlineMode::default(),
@@ -204,7 +208,7 @@ impl Client {
     /// ```
     pub fn behind_pooler(mut self) -> Self {
         self.pooled = true;
-        self.store = self.store.clone().behind_pooler(false);
+        self.store = self.store.clone().behind_pooler(self.pooler_prepares);
         self
     }
 
@@ -212,7 +216,7 @@ impl Client {
     /// connections (PgBouncer 1.21 or newer with `max_prepared_statements` set): then pgq's
     /// statements are prepared once and kept, as without a pooler, instead of sent unnamed in a
     /// transaction each. Without [`behind_pooler`](Self::behind_pooler), statements are always
-    /// kept prepared.
+    /// kept prepared. The two may be called in either order.
     ///
     /// ```no_run
     /// # async fn example() -> pgq_core::Result<()> {
@@ -224,6 +228,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn with_prepared_statements(mut self, prepared: bool) -> Self {
+        self.pooler_prepares = prepared;
         if self.pooled {
             self.store = self.store.clone().behind_pooler(prepared);
         }
@@ -486,7 +491,26 @@ fn is_postgres_url(url: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_postgres_url;
+    use super::{Client, is_postgres_url};
+
+    /// Prepared statements behind a pooler hold whichever of the two calls comes first.
+    #[tokio::test]
+    async fn the_poolers_prepared_statements_hold_in_either_order() {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .expect("a lazy pool");
+        let first = Client::new(pool.clone())
+            .behind_pooler()
+            .with_prepared_statements(true);
+        let second = Client::new(pool.clone())
+            .with_prepared_statements(true)
+            .behind_pooler();
+        for client in [first, second] {
+            assert!(client.store.prepared() && !client.store.pinned());
+        }
+        let unnamed = Client::new(pool).behind_pooler();
+        assert!(!unnamed.store.prepared() && unnamed.store.pinned());
+    }
 
     #[test]
     fn only_postgres_schemes_are_database_urls() {

@@ -221,8 +221,8 @@ pub(crate) async fn insert_one(
             return Ok(InsertedOne { enqueued, notified });
         }
         let Some(key) = unique_key else {
-            // DO NOTHING only skips on a unique-key conflict.
-            unreachable!("insert without a unique key returned no row");
+            // DO NOTHING only skips on a unique-key conflict: a trigger skipped the row.
+            return Err(no_row_stored(1, 0));
         };
         match find_active(store, conn, job.task, key).await? {
             // A replace meets a holder inserted, or put back to pending, since its update
@@ -238,6 +238,15 @@ pub(crate) async fn insert_one(
         }
     }
     Err(unique_contention(job.task, unique_key.unwrap_or_default()))
+}
+
+/// An insert the database answered with fewer rows than it was given, with no unique key to
+/// explain it: a `BEFORE INSERT` trigger of the application's on `pgq.jobs` returned NULL.
+fn no_row_stored(given: usize, stored: usize) -> Error {
+    Error::Database(sqlx::Error::Protocol(format!(
+        "the database stored {stored} of {given} jobs: a trigger on the jobs table skipped the \
+         rest"
+    )))
 }
 
 async fn find_active(
@@ -416,6 +425,9 @@ pub(crate) async fn insert_many(
             None => query,
         };
         let mut ids: Vec<i64> = query.fetch_one(&mut *conn).await?;
+        if ids.len() != payloads.len() {
+            return Err(no_row_stored(payloads.len(), ids.len()));
+        }
         ids.sort_unstable();
         return Ok(ids
             .into_iter()

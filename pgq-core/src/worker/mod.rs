@@ -182,6 +182,10 @@ impl Worker {
     /// none is due (at most [`DRAIN_LIMIT`](crate::limits::DRAIN_LIMIT) attempts), and returns
     /// what each attempt did. Jobs that retry at once run again within the same drain.
     ///
+    /// A drain is for tests, scripts and one-off runs: it does not read a queue's pause or its
+    /// limits, renews no lease (a handler running past its lease may be rescued by a running
+    /// worker and run again there), and hears no cancellation.
+    ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
     /// let drained = pgq_core::Worker::builder(client).queue("email", 1).build()?.drain().await?;
@@ -194,8 +198,9 @@ impl Worker {
         self.drain_at_most(crate::limits::DRAIN_LIMIT).await
     }
 
-    /// [`drain`](Self::drain), stopping after `attempts` attempts: a bound for jobs that keep
-    /// enqueueing or retrying jobs.
+    /// [`drain`](Self::drain), stopping after `attempts` attempts (at most
+    /// [`DRAIN_LIMIT`](crate::limits::DRAIN_LIMIT): a larger bound counts as that): a bound for
+    /// jobs that keep enqueueing or retrying jobs.
     ///
     /// ```no_run
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
@@ -293,7 +298,7 @@ impl WorkerHandle {
 
     /// Stops claiming, lets running jobs finish within the grace period, releases the rest
     /// to `pending` without spending their attempt, and returns when nothing is held — or, when
-    /// the database does not answer, after about 4 s more, leaving what is still held to its
+    /// the database does not answer, after about 5 s more, leaving what is still held to its
     /// lease.
     ///
     /// ```no_run

@@ -581,3 +581,37 @@ async fn a_hand_written_task_name_the_column_cannot_take_is_a_typed_error() {
         Err(Error::InvalidOption { option: "name", .. })
     ));
 }
+
+/// An application's trigger that skips inserts into the jobs table: an enqueue reports an
+/// error that says so, and never panics.
+#[tokio::test]
+async fn a_trigger_that_skips_the_insert_is_an_error_not_a_panic() {
+    let db = TestDatabase::new().await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION public.skip_odd() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF (NEW.payload->>'order_id')::int % 2 = 1 THEN RETURN NULL; END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER skip_odd BEFORE INSERT ON pgq.jobs
+             FOR EACH ROW EXECUTE FUNCTION public.skip_odd();",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let client = db.client();
+    let skipped = client.enqueue(receipt(1)).await;
+    assert!(
+        matches!(&skipped, Err(Error::Database(err)) if err.to_string().contains("stored 0 of 1")),
+        "{skipped:?}"
+    );
+    let batch = client.enqueue_many((1..=4).map(receipt)).await;
+    assert!(
+        matches!(&batch, Err(Error::Database(err)) if err.to_string().contains("stored 2 of 4")),
+        "{batch:?}"
+    );
+    assert!(matches!(
+        client.enqueue(receipt(2)).await.unwrap(),
+        Enqueued::Inserted(_)
+    ));
+}

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::header::CACHE_CONTROL;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt as _};
@@ -54,9 +55,14 @@ pub(crate) async fn events(
         Err(err) => return Problem::from(err).page(&dashboard),
     };
     let first = stream::iter(now.map(|job| Ok(job_event(&job))));
-    Sse::new(first.chain(changes(watch, permit)))
+    let mut response = Sse::new(first.chain(changes(watch, permit)))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response()
+        .into_response();
+    // The stream's own `no-cache` still lets a cache store what the job showed.
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// One `job` event a change; a `gone` event if the job was deleted or the watch failed, then
