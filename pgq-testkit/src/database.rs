@@ -1,5 +1,6 @@
 //! [`TestDatabase`]: an isolated, migrated database per test.
 
+use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,11 +35,23 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 /// let client = db.client();
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct TestDatabase {
     name: String,
     server: PgConnectOptions,
     pool: PgPool,
+}
+
+/// The database's name and the server's address, never the password: a test's debug output
+/// ends up in CI logs.
+impl fmt::Debug for TestDatabase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestDatabase")
+            .field("name", &self.name)
+            .field("host", &self.server.get_host())
+            .field("port", &self.server.get_port())
+            .field("user", &self.server.get_username())
+            .finish_non_exhaustive()
+    }
 }
 
 impl TestDatabase {

@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pgq_core::{Job, JobStatus};
+use pgq_core::{Job, JobFilter, JobStatus};
 
 /// When a job must be scheduled to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,9 +48,13 @@ pub struct Expect {
 }
 
 impl Expect {
-    /// In this queue.
+    /// In this queue: a name an enqueue accepts (no job is in another: asking for one panics).
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
-        self.queue = Some(queue.into());
+        let queue = queue.into();
+        if let Err(err) = JobFilter::new().queue(queue.as_str()).validate() {
+            panic!("Expect::queue({queue:?}): no job is in it: {err}");
+        }
+        self.queue = Some(queue);
         self
     }
 
@@ -96,9 +100,17 @@ impl Expect {
         self
     }
 
-    /// Tagged `name = value` ([`EnqueueOptions::tag`](pgq_core::EnqueueOptions::tag)).
+    /// Tagged `name = value` ([`EnqueueOptions::tag`](pgq_core::EnqueueOptions::tag)), within
+    /// the bounds a tag has (no job has another: asking for one panics).
     pub fn tag(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.tags.insert(name.into(), value.into());
+        let (name, value) = (name.into(), value.into());
+        if let Err(err) = JobFilter::new()
+            .tag(name.as_str(), value.as_str())
+            .validate()
+        {
+            panic!("Expect::tag({name:?}, {value:?}): no job has it: {err}");
+        }
+        self.tags.insert(name, value);
         self
     }
 

@@ -205,3 +205,39 @@ async fn advancing_time_by_any_length_makes_every_job_due() {
     drained.sort();
     assert_eq!(drained, vec![now, farthest]);
 }
+
+/// Time moves by the duration given, to the microsecond the database keeps.
+#[tokio::test]
+async fn advancing_time_moves_it_to_the_microsecond() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client
+        .enqueue_with(
+            mail("soon@x"),
+            EnqueueOptions::default().delay(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap()
+        .id();
+    let run_at = || async { client.job(id).await.unwrap().unwrap().run_at };
+    let before = run_at().await;
+    db.advance(Duration::from_micros(1500)).await;
+    assert_eq!(
+        before - run_at().await,
+        chrono::TimeDelta::microseconds(1500)
+    );
+    db.advance(Duration::from_nanos(999)).await;
+    assert_eq!(
+        before - run_at().await,
+        chrono::TimeDelta::microseconds(1500)
+    );
+}
+
+/// A database's debug form names it and its server, never the password.
+#[tokio::test]
+async fn a_databases_debug_form_shows_no_password() {
+    let db = TestDatabase::new().await;
+    let shown = format!("{db:?}");
+    assert!(shown.contains("pgq_test"), "{shown}");
+    assert!(!shown.contains("password"), "{shown}");
+}

@@ -226,7 +226,21 @@ fn expectations_no_job_can_meet_fail_where_they_are_made() {
         let now = Utc::now();
         let _ = Expect::default().scheduled_between(now, now - chrono::Duration::seconds(1));
     }));
+    let unmeetable: [fn() -> Expect; 5] = [
+        || Expect::default().queue(""),
+        || Expect::default().queue("no spaces"),
+        || Expect::default().tag("", "acme"),
+        || Expect::default().tag("t".repeat(65), "acme"),
+        || Expect::default().tag("tenant", "v".repeat(257)),
+    ];
+    for expect in unmeetable {
+        assert!(std::panic::catch_unwind(expect).is_err());
+    }
     let _ = Expect::default().priority(0).priority(1000);
+    let _ = Expect::default()
+        .queue("email")
+        .tag("tenant", "")
+        .tag("t".repeat(64), "v".repeat(256));
 }
 
 #[tokio::test]

@@ -76,10 +76,10 @@ pub(crate) async fn drop_idle_database(server: &PgConnectOptions, name: &str) ->
 /// every job due, as it would be. (Moved further, a time would leave timestamptz's range.)
 const ADVANCE: &str = "
 UPDATE pgq.jobs
-SET run_at = run_at - least($1 * interval '1 millisecond',
+SET run_at = run_at - least($1 * interval '1 microsecond',
                             run_at - '1970-01-01 00:00:00+00'::timestamptz),
     lease_expires_at = lease_expires_at
-        - least($1 * interval '1 millisecond',
+        - least($1 * interval '1 microsecond',
                 lease_expires_at - '1970-01-01 00:00:00+00'::timestamptz)
 WHERE phase < 2";
 
@@ -91,7 +91,7 @@ pub(crate) async fn advance(store: &Store, by: Duration) -> Result<()> {
     let by = by.min(LONGEST_ADVANCE);
     sqlx::query(store.sql(ADVANCE))
         .persistent(store.prepared())
-        .bind(i64::try_from(by.as_millis()).unwrap_or(i64::MAX))
+        .bind(i64::try_from(by.as_micros()).unwrap_or(i64::MAX))
         .execute(pool)
         .await?;
     Ok(())
