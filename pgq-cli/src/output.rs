@@ -1,15 +1,44 @@
 //! What commands print: aligned tables for people, one JSON document for scripts. No colours,
 //! so that output reads the same on a terminal, in a pipe and in a log.
 
+use std::fmt::Write as _;
 use std::io::Write;
 
 use chrono::{DateTime, Utc};
 
-/// Prints `value` as one line of JSON.
+/// Prints `value` as one line of JSON. serde_json escapes only the C0 controls: the
+/// characters a terminal may still act on ([`hidden`]) are written as `\u` escapes too, which
+/// every JSON reader reads back as they were (they occur only inside strings).
 pub(crate) fn json(value: &serde_json::Value) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    unless_closed(serde_json::to_writer(&mut out, value).map_err(std::io::Error::from))?;
-    unless_closed(writeln!(out))
+    unless_closed(writeln!(std::io::stdout().lock(), "{}", json_text(value)))
+}
+
+fn json_text(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if hidden(c) {
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                let _ = write!(escaped, "\\u{unit:04x}");
+            }
+        } else {
+            escaped.push(c);
+        }
+    }
+    escaped
+}
+
+/// A character a terminal may act on or that reorders or hides text, besides the C0 controls:
+/// DEL and the C1 controls (U+009B starts an escape sequence on some terminals), the
+/// bidirectional overrides and isolates, the zero-width characters and the line and paragraph
+/// separators.
+fn hidden(c: char) -> bool {
+    matches!(c,
+        '\u{7f}'..='\u{9f}'
+        | '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{2069}'
+        | '\u{feff}')
 }
 
 /// Prints a line of text.
@@ -59,7 +88,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()
 pub(crate) fn printable(text: &str) -> String {
     text.chars()
         .map(|c| {
-            if c.is_control() {
+            if c.is_control() || hidden(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
@@ -82,7 +111,7 @@ pub(crate) fn maybe_time(at: Option<DateTime<Utc>>) -> String {
 pub(crate) fn short(text: &str, max: usize) -> String {
     let flat: String = text
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if c.is_control() || hidden(c) { ' ' } else { c })
         .collect();
     if flat.chars().count() <= max {
         flat
@@ -94,7 +123,23 @@ pub(crate) fn short(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{printable, short};
+    use super::{json_text, printable, short};
+
+    #[test]
+    fn json_escapes_what_a_terminal_acts_on_and_reads_back_the_same() {
+        let value = serde_json::json!({"error": "\u{9b}2J\u{7f} \u{202e}exe \u{1b}[0m 東京 😀"});
+        let text = json_text(&value);
+        assert!(
+            !text.contains('\u{9b}') && !text.contains('\u{202e}'),
+            "{text}"
+        );
+        assert!(text.contains("\\u009b") && text.contains("\\u202e") && text.contains("\\u007f"));
+        assert!(text.contains("東京 😀"), "{text}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            value
+        );
+    }
 
     #[test]
     fn control_characters_are_written_as_their_escapes() {
@@ -103,6 +148,10 @@ mod tests {
             "\\u{1b}]0;pwned\\u{7}\\nnext"
         );
         assert_eq!(printable("café · 東京"), "café · 東京");
+        assert_eq!(
+            printable("\u{9b}2J \u{202e}txt.exe \u{200b}"),
+            "\\u{9b}2J \\u{202e}txt.exe \\u{200b}"
+        );
     }
 
     #[test]

@@ -1,7 +1,13 @@
 //! Times on the command line: a moment (RFC 3339, or a date at midnight UTC) or an age
 //! (`90s`, `15m`, `2h`, `7d`: that long before now).
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
+
+/// The moment ages count back from, one for the whole command: `--created-after 1h
+/// --created-before 1h` is the same empty range in either order.
+static NOW: LazyLock<DateTime<Utc>> = LazyLock::new(Utc::now);
 
 /// The moment `text` names.
 pub(crate) fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
@@ -16,8 +22,7 @@ pub(crate) fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
             "{text:?} is neither a time (2026-11-24T08:00:00Z, 2026-11-24) nor an age (90s, 15m, 2h, 7d)"
         )
     })?;
-    Utc::now()
-        .checked_sub_signed(age)
+    NOW.checked_sub_signed(age)
         .ok_or_else(|| format!("{text:?} is too long ago"))
 }
 

@@ -555,9 +555,13 @@ async fn stored_control_characters_reach_the_terminal_escaped() {
         .await
         .unwrap();
     }
+    let shown = id.to_string();
     for args in [
-        vec!["jobs", "show", &*id.to_string()],
+        vec!["jobs", "show", &*shown],
         vec!["jobs", "list", "--status", "failed"],
+        // JSON escapes them as `\u` escapes, which read back as they were stored.
+        vec!["--json", "jobs", "show", &*shown],
+        vec!["--json", "jobs", "list", "--status", "failed"],
     ] {
         let output = pgq(&db, &args);
         assert!(output.status.success(), "{args:?}: {}", stderr(&output));
@@ -569,6 +573,8 @@ async fn stored_control_characters_reach_the_terminal_escaped() {
         assert!(!out.contains("\nforged line"), "{args:?}: {out:?}");
     }
     assert!(stdout(&pgq(&db, &["jobs", "show", &id.to_string()])).contains("\\u{1b}]0;pwned"));
+    let read_back = json(&pgq(&db, &["--json", "jobs", "show", &shown]));
+    assert_eq!(read_back["payload"]["to"], "x@example.com\u{9b}2J\u{7f}");
 }
 
 /// What is refused without the database: a queue name no queue can have, an age whose unit is
@@ -618,6 +624,27 @@ fn bad_names_and_times_are_refused_before_connecting() {
             "1h",
         ],
         &["queues", "limit", "q", "3000000000"],
+        // An empty range whichever flag comes first: ages count from one moment.
+        &[
+            "jobs",
+            "list",
+            "--created-before",
+            "1h",
+            "--created-after",
+            "1h",
+        ],
+        &[
+            "jobs",
+            "list",
+            "--created-after",
+            "1h",
+            "--created-before",
+            "1h",
+        ],
+        // Eleven jobs would need a question, and there is no terminal to ask on.
+        &[
+            "jobs", "retry", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11",
+        ],
         &[
             "jobs",
             "retry",

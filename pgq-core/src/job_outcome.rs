@@ -1,7 +1,8 @@
 //! [`JobOutcome`]: how an attempt ended, as the worker reports it and its spans and metrics
 //! record it.
 
-/// How an attempt ended.
+/// How an attempt ended. (The loop below stops if it falls more than 1024 events behind: see
+/// [`Worker::events`](crate::Worker::events) for one that goes on.)
 ///
 /// ```no_run
 /// # use pgq_core::{JobOutcome, WorkerEvent};

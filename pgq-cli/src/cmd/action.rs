@@ -155,6 +155,15 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
             Targets::Filter(Box::new(narrowed.filter()?))
         }
     };
+    if let Targets::Ids(ids) = &targets
+        && !args.dry_run
+    {
+        let mut named = ids.clone();
+        named.sort();
+        named.dedup();
+        let what = format!("{} {} jobs", verb.name(), named.len());
+        confirm::can_ask(&what, named.len(), args.yes)?;
+    }
     let client = connect::client(global).await?;
     // Each job named with its status now, where the listing read it (`None`: not read yet).
     let (filter, found) = match targets {
@@ -179,10 +188,12 @@ async fn act(global: &Global, args: &ActionArgs, verb: Verb) -> Outcome {
         };
         return dry_run(global, verb, &found);
     }
+    let what = format!("{} {} jobs", verb.name(), ids.len());
+    // Without a terminal to ask on, refused before the preview.
+    confirm::can_ask(&what, ids.len(), args.yes)?;
     if ids.len() > ASK_ABOVE && !args.yes {
         preview(&client, verb, &ids).await?;
     }
-    let what = format!("{} {} jobs", verb.name(), ids.len());
     if !confirm::go_ahead(&what, ids.len(), args.yes)? {
         return Err(Failure::Failed("nothing changed".into()));
     }
@@ -226,7 +237,7 @@ fn selections(ids: &[JobId], filter: Option<&JobFilter>) -> Vec<(usize, JobSelec
         .flat_map(|(first, last, _)| {
             (first.get()..=last.get())
                 .step_by(PROGRESS_EVERY)
-                .map(move |start| (start, (start + (step - 1)).min(last.get())))
+                .map(move |start| (start, start.saturating_add(step - 1).min(last.get())))
         })
         .map(|(start, end)| {
             let len = (end - start + 1) as usize;
@@ -254,7 +265,16 @@ async fn apply_showing_progress(
     let (mut seen, mut shown) = (0, 0);
     let mut report = ActionReport::default();
     for (len, selection) in selections(ids, filter) {
-        let done = verb.apply(client, selection).await?;
+        let done = match verb.apply(client, selection).await {
+            Ok(done) => done,
+            Err(err) => {
+                // The error goes on a line of its own, not after the progress.
+                if shown > 0 {
+                    std::io::stderr().lock().write_all(b"\n")?;
+                }
+                return Err(err.into());
+            }
+        };
         report.changed.extend(done.changed);
         report.requested.extend(done.requested);
         report.skipped.extend(done.skipped);
@@ -271,8 +291,8 @@ async fn apply_showing_progress(
     Ok(report)
 }
 
-/// The listed jobs an action by filter left out, having found them no longer in the filter's
-/// statuses: skipped, with the status each is in now.
+/// The listed jobs an action by filter left out, having found them no longer in the filter:
+/// skipped, with the status each is in now.
 async fn left_since_listed(
     client: &Client,
     ids: &[JobId],
@@ -291,7 +311,12 @@ async fn left_since_listed(
     Ok(statuses(client, &left)
         .await?
         .into_iter()
-        .map(|(id, status)| (id, status.map_or(SkipReason::NotFound, SkipReason::State)))
+        .map(|(id, status)| {
+            (
+                id,
+                status.map_or(SkipReason::NotFound, SkipReason::LeftFilter),
+            )
+        })
         .collect())
 }
 
@@ -421,7 +446,9 @@ fn skipped_json(skipped: &[(JobId, SkipReason)]) -> serde_json::Value {
             .iter()
             .map(|(id, reason)| {
                 let status = match reason {
-                    SkipReason::State(status) => Some(status.as_str()),
+                    SkipReason::State(status) | SkipReason::LeftFilter(status) => {
+                        Some(status.as_str())
+                    }
                     _ => None,
                 };
                 json!({ "id": id, "reason": reason.to_string(), "status": status })
@@ -511,7 +538,7 @@ mod tests {
         assert_eq!(report.changed, vec![ids[0], ids[3]]);
         assert_eq!(
             report.skipped,
-            vec![(ids[1], SkipReason::State(JobStatus::Running))]
+            vec![(ids[1], SkipReason::LeftFilter(JobStatus::Running))]
         );
         assert!(client.job(ids[1]).await.unwrap().is_some());
         assert!(client.job(ids[2]).await.unwrap().is_some(), "never listed");

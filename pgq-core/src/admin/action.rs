@@ -20,6 +20,10 @@ pub enum SkipReason {
     NotFound,
     /// Retrying it would give its unique key a second active job.
     UniqueKeyHeld,
+    /// Listed by a filter, the job no longer matched it when the action came to it (a worker
+    /// claimed it, a replace changed its tags); this is the status it was in. Reported by tools
+    /// that list jobs before acting on them, as `pgq jobs` does.
+    LeftFilter(JobStatus),
 }
 
 impl fmt::Display for SkipReason {
@@ -28,6 +32,9 @@ impl fmt::Display for SkipReason {
             SkipReason::State(status) => write!(f, "it is {status}"),
             SkipReason::NotFound => f.write_str("no such job"),
             SkipReason::UniqueKeyHeld => f.write_str("another active job holds its unique key"),
+            SkipReason::LeftFilter(status) => {
+                write!(f, "it no longer matches the filter (it is {status})")
+            }
         }
     }
 }

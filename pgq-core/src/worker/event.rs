@@ -4,6 +4,8 @@ use crate::job_id::JobId;
 use crate::job_outcome::JobOutcome;
 
 /// Something a worker did, as seen through [`WorkerHandle::events`](crate::WorkerHandle::events).
+/// A receiver more than 1024 events behind misses the oldest (`RecvError::Lagged`); the loop
+/// below stops there, [`Worker::events`](crate::Worker::events) shows one that goes on.
 ///
 /// ```no_run
 /// # use pgq_core::WorkerEvent;

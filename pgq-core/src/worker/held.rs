@@ -53,6 +53,8 @@ struct Running {
     /// After this, the lease is no longer renewed.
     deadline: Option<Instant>,
     overran: bool,
+    /// The handler returned: its outcome is on its way, and its write's fence decides.
+    returned: bool,
 }
 
 /// A held job as shutdown sees it.
@@ -104,6 +106,7 @@ impl HeldJobs {
                     abort: None,
                     deadline: timeout.map(|t| Instant::now() + t + OVERRUN_MARGIN),
                     overran: false,
+                    returned: false,
                 });
                 held.cancel_requested
             }
@@ -133,6 +136,7 @@ impl HeldJobs {
             .filter(|running| Arc::ptr_eq(&running.state, state));
         if let Some(running) = running {
             running.deadline = None;
+            running.returned = true;
         }
     }
 
@@ -224,6 +228,10 @@ impl HeldJobs {
                         }
                     }
                     (Some(false), _) => {}
+                    // Most often its outcome committed just before the renewal looked, and
+                    // the worker has not forgotten it yet; lost or not, the outcome's fenced
+                    // write tells, and there is no handler left to stop.
+                    (None, Some(running)) if running.returned => {}
                     (None, Some(running)) => lost_states.push(running.state.clone()),
                     (None, None) => {
                         jobs.remove(&lease.id);
@@ -311,6 +319,29 @@ mod tests {
         assert!(held.leases().leases.is_empty(), "overran: not renewed");
         held.handler_returned(&state);
         assert_eq!(held.leases().leases.len(), 1, "returned: renewed again");
+    }
+
+    /// A renewal that no longer finds a job whose handler returned (its outcome committed a
+    /// moment before) tells nothing: no "lease lost" for a job that completed.
+    #[test]
+    fn a_returned_handlers_job_gone_from_a_renewal_is_not_a_lost_lease() {
+        let held = HeldJobs::default();
+        let job = JobId::from(7);
+        held.claimed(job, "Report", 1, 60_000);
+        let backend = Backend::Recording(Mutex::default());
+        let state = AttemptState::new(job, 1, backend, AttemptTrace::none());
+        assert!(held.start(&state, None));
+        held.handler_returned(&state);
+        held.renewed(&held.leases(), &[]);
+        assert!(!state.is_lease_lost());
+        // A running handler's job gone from a renewal lost its lease.
+        let other = JobId::from(8);
+        held.claimed(other, "Report", 1, 60_000);
+        let backend = Backend::Recording(Mutex::default());
+        let running = AttemptState::new(other, 1, backend, AttemptTrace::none());
+        assert!(held.start(&running, None));
+        held.renewed(&held.leases(), &[]);
+        assert!(running.is_lease_lost());
     }
 
     #[test]

@@ -116,15 +116,22 @@ impl Worker {
 
     /// Events from now on; subscribe before starting to see every job.
     ///
+    /// The channel keeps the last 1024 events (two a job): a receiver that falls further behind
+    /// gets `RecvError::Lagged` with how many it missed, and goes on with the oldest kept.
+    ///
     /// ```no_run
     /// # use pgq_core::WorkerEvent;
+    /// use tokio::sync::broadcast::error::RecvError;
     /// # async fn example(client: pgq_core::Client) -> pgq_core::Result<()> {
     /// let worker = pgq_core::Worker::builder(client).queue("email", 16).build()?;
     /// let mut events = worker.events(); // before `start`, so no event is missed
     /// let _handle = worker.start();
-    /// while let Ok(event) = events.recv().await {
-    ///     if let WorkerEvent::JobFinished { id, outcome, .. } = event {
-    ///         println!("job {id}: {outcome:?}");
+    /// loop {
+    ///     match events.recv().await {
+    ///         Ok(WorkerEvent::JobFinished { id, outcome, .. }) => println!("job {id}: {outcome:?}"),
+    ///         Ok(_) => {}
+    ///         Err(RecvError::Lagged(missed)) => println!("{missed} events missed"),
+    ///         Err(RecvError::Closed) => break,
     ///     }
     /// }
     /// # Ok(()) }
@@ -250,7 +257,9 @@ impl WorkerHandle {
         self.runtime.worker_id()
     }
 
-    /// Events from now on: each job started and finished, listener changes.
+    /// Events from now on: each job started and finished, listener changes. A receiver that
+    /// falls more than 1024 events behind gets `RecvError::Lagged` and goes on (see
+    /// [`Worker::events`]); the loop below stops at the first.
     ///
     /// ```no_run
     /// # use pgq_core::WorkerEvent;
