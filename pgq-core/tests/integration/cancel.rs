@@ -4,12 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pgq_core::{
-    Cancellation, Error, Handler, JobContext, JobOutcome, JobStatus, Task, TaskError, Worker,
-    WorkerEvent, async_trait,
+    Cancellation, Client, Error, Handler, JobContext, JobOutcome, JobStatus, Task, TaskError,
+    Worker, WorkerEvent, WorkerHandle, async_trait,
 };
 use pgq_testkit::TestDatabase;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, broadcast};
 
 use crate::support;
 
@@ -203,17 +203,19 @@ async fn retry_requeues_failed_and_cancelled_jobs_only() {
     );
 }
 
-/// A cancel the worker has not heard of when the handler fails: the job ends `cancelled`, not
-/// back to `pending` to run again.
-#[tokio::test]
-async fn a_failure_written_after_an_unheard_cancel_ends_the_job_cancelled() {
-    let db = TestDatabase::new().await;
-    let client = db.client();
-    let id = client.enqueue(FailsWhenLetGo).await.unwrap().id();
+/// A worker of `queue` whose handlers wait at the gate it returns, started and running one job.
+/// Its leases renew every 20 minutes: during a test, only a notification tells it of a cancel.
+async fn run_gated(
+    client: &Client,
+    queue: &str,
+) -> (
+    WorkerHandle,
+    broadcast::Receiver<WorkerEvent>,
+    Arc<Semaphore>,
+) {
     let gate = Arc::new(Semaphore::new(0));
     let worker = Worker::builder(client.clone())
-        .queue("cancel-unheard", 1)
-        // Renewed every 20 minutes: nothing tells the worker during the test.
+        .queue(queue, 1)
         .lease(Duration::from_secs(3600))
         .state(gate.clone())
         .build()
@@ -221,6 +223,17 @@ async fn a_failure_written_after_an_unheard_cancel_ends_the_job_cancelled() {
     let mut events = worker.events();
     let handle = worker.start();
     support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+    (handle, events, gate)
+}
+
+/// A cancel the worker has not heard of when the handler fails: the job ends `cancelled`, not
+/// back to `pending` to run again.
+#[tokio::test]
+async fn a_failure_written_after_an_unheard_cancel_ends_the_job_cancelled() {
+    let db = TestDatabase::new().await;
+    let client = db.client();
+    let id = client.enqueue(FailsWhenLetGo).await.unwrap().id();
+    let (handle, mut events, gate) = run_gated(&client, "cancel-unheard").await;
     ask_cancel_unheard(&db, id).await;
     gate.add_permits(1);
     assert_eq!(
@@ -263,17 +276,7 @@ async fn a_snooze_after_a_cancel_ends_the_job_cancelled_with_no_error() {
             .await
             .unwrap()
             .id();
-        let gate = Arc::new(Semaphore::new(0));
-        let worker = Worker::builder(client.clone())
-            .queue("cancel-snooze", 1)
-            // Renewed every 20 minutes: an unheard cancel stays unheard during the test.
-            .lease(Duration::from_secs(3600))
-            .state(gate.clone())
-            .build()
-            .unwrap();
-        let mut events = worker.events();
-        let handle = worker.start();
-        support::event(&mut events, |e| matches!(e, WorkerEvent::JobStarted { .. })).await;
+        let (handle, mut events, gate) = run_gated(&client, "cancel-snooze").await;
         if heard {
             assert_eq!(client.cancel(id).await.unwrap(), Cancellation::Requested);
         } else {
