@@ -30,12 +30,14 @@ fn json_text(value: &serde_json::Value) -> String {
 
 /// A character a terminal may act on or that reorders or hides text, besides the C0 controls:
 /// DEL and the C1 controls (U+009B starts an escape sequence on some terminals), the
-/// bidirectional overrides and isolates, the zero-width characters and the line and paragraph
-/// separators.
+/// bidirectional marks, overrides and isolates, the zero-width space and word joiners, and the
+/// line and paragraph separators. The zero-width joiner and non-joiner stay: scripts and emoji
+/// need them.
 fn hidden(c: char) -> bool {
     matches!(c,
         '\u{7f}'..='\u{9f}'
-        | '\u{200b}'..='\u{200f}'
+        | '\u{200b}'
+        | '\u{200e}'..='\u{200f}'
         | '\u{2028}'..='\u{202e}'
         | '\u{2060}'..='\u{2069}'
         | '\u{feff}')
@@ -147,7 +149,10 @@ mod tests {
             printable("\u{1b}]0;pwned\u{7}\nnext"),
             "\\u{1b}]0;pwned\\u{7}\\nnext"
         );
-        assert_eq!(printable("café · 東京"), "café · 東京");
+        assert_eq!(
+            printable("café · 東京 · 👨\u{200d}👩\u{200d}👧"),
+            "café · 東京 · 👨\u{200d}👩\u{200d}👧"
+        );
         assert_eq!(
             printable("\u{9b}2J \u{202e}txt.exe \u{200b}"),
             "\\u{9b}2J \\u{202e}txt.exe \\u{200b}"

@@ -211,6 +211,14 @@ impl AttemptState {
         self.stop.set(STOPPED);
     }
 
+    /// [`lose_lease`](Self::lose_lease) for an attempt whose handler returned: its outcome is
+    /// written on its own, fenced, but no handler is left to warn about, and most often the
+    /// renewal missed it only because that outcome had just committed.
+    pub(crate) fn lose_lease_quietly(&self) {
+        self.lease_lost.store(true, Ordering::SeqCst);
+        self.stop.set(STOPPED);
+    }
+
     pub(crate) fn is_cancel_requested(&self) -> bool {
         self.cancel_requested.load(Ordering::SeqCst)
     }

@@ -479,10 +479,10 @@ impl Client {
     }
 }
 
-/// Whether `url` names PostgreSQL by its scheme (`postgres://` or `postgresql://`, in any case).
 /// The name of the connections of a pool [`Client::connect`] makes.
 const CLIENT_APPLICATION_NAME: &str = "pgq-client";
 
+/// Whether `url` names PostgreSQL by its scheme (`postgres://` or `postgresql://`, in any case).
 fn is_postgres_url(url: &str) -> bool {
     url.split_once("://").is_some_and(|(scheme, _)| {
         scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql")

@@ -242,10 +242,11 @@ pub(crate) async fn insert_one(
 
 /// An insert the database answered with fewer rows than it was given, with no unique key to
 /// explain it: a `BEFORE INSERT` trigger of the application's on `pgq.jobs` returned NULL.
-fn no_row_stored(given: usize, stored: usize) -> Error {
+/// (The rows it kept stand or fall with the transaction the insert ran in.)
+fn no_row_stored(given: usize, inserted: usize) -> Error {
     Error::Database(sqlx::Error::Protocol(format!(
-        "the database stored {stored} of {given} jobs: a trigger on the jobs table skipped the \
-         rest"
+        "a trigger on the jobs table skipped {} of {given} jobs (the insert returned {inserted})",
+        given - inserted
     )))
 }
 
@@ -268,7 +269,10 @@ fn unique_contention(task: &'static str, key: &str) -> Error {
     Error::InvalidOption {
         task,
         option: "unique_key",
-        reason: format!("the active job holding key {key:?} kept changing; try again"),
+        reason: format!(
+            "the active job holding key {key:?} kept changing, or a trigger on the jobs table \
+             skips the insert; try again"
+        ),
     }
 }
 

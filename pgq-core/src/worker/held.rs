@@ -210,6 +210,7 @@ impl HeldJobs {
         let found: HashMap<JobId, bool> =
             renewed.iter().map(|r| (r.id, r.cancel_requested)).collect();
         let mut lost_states = Vec::new();
+        let mut returned_states = Vec::new();
         let mut cancelled = Vec::new();
         {
             let mut jobs = self.jobs();
@@ -229,9 +230,10 @@ impl HeldJobs {
                     }
                     (Some(false), _) => {}
                     // Most often its outcome committed just before the renewal looked, and
-                    // the worker has not forgotten it yet; lost or not, the outcome's fenced
-                    // write tells, and there is no handler left to stop.
-                    (None, Some(running)) if running.returned => {}
+                    // the worker has not forgotten it yet: no handler is left to warn about.
+                    (None, Some(running)) if running.returned => {
+                        returned_states.push(running.state.clone())
+                    }
                     (None, Some(running)) => lost_states.push(running.state.clone()),
                     (None, None) => {
                         jobs.remove(&lease.id);
@@ -244,6 +246,9 @@ impl HeldJobs {
         }
         for state in lost_states {
             state.lose_lease();
+        }
+        for state in returned_states {
+            state.lose_lease_quietly();
         }
     }
 
@@ -321,27 +326,62 @@ mod tests {
         assert_eq!(held.leases().leases.len(), 1, "returned: renewed again");
     }
 
-    /// A renewal that no longer finds a job whose handler returned (its outcome committed a
-    /// moment before) tells nothing: no "lease lost" for a job that completed.
+    /// What a renewal that no longer finds a job logs: "lease lost" for a running handler, and
+    /// nothing for one that returned (its outcome committed a moment before, most often), whose
+    /// attempt still counts as lost until its outcome's fenced write tells.
     #[test]
-    fn a_returned_handlers_job_gone_from_a_renewal_is_not_a_lost_lease() {
+    fn a_returned_handlers_job_gone_from_a_renewal_is_no_lost_lease_warning() {
         let held = HeldJobs::default();
-        let job = JobId::from(7);
-        held.claimed(job, "Report", 1, 60_000);
-        let backend = Backend::Recording(Mutex::default());
-        let state = AttemptState::new(job, 1, backend, AttemptTrace::none());
-        assert!(held.start(&state, None));
-        held.handler_returned(&state);
-        held.renewed(&held.leases(), &[]);
-        assert!(!state.is_lease_lost());
-        // A running handler's job gone from a renewal lost its lease.
-        let other = JobId::from(8);
-        held.claimed(other, "Report", 1, 60_000);
-        let backend = Backend::Recording(Mutex::default());
-        let running = AttemptState::new(other, 1, backend, AttemptTrace::none());
-        assert!(held.start(&running, None));
-        held.renewed(&held.leases(), &[]);
+        let attempt = |id: i64| {
+            let job = JobId::from(id);
+            held.claimed(job, "Report", 1, 60_000);
+            let backend = Backend::Recording(Mutex::default());
+            let state = AttemptState::new(job, 1, backend, AttemptTrace::none());
+            assert!(held.start(&state, None));
+            state
+        };
+        let logged = |f: &dyn Fn()| {
+            let written = Written::default();
+            let subscriber = tracing_subscriber::fmt()
+                .with_writer(written.clone())
+                .with_ansi(false)
+                .finish();
+            tracing::subscriber::with_default(subscriber, f);
+            let text = written.0.lock().unwrap().clone();
+            String::from_utf8(text).unwrap()
+        };
+        let returned = attempt(7);
+        held.handler_returned(&returned);
+        let log = logged(&|| held.renewed(&held.leases(), &[]));
+        assert!(!log.contains("lease lost"), "{log}");
+        assert!(returned.is_lease_lost());
+        let running = attempt(8);
+        let log = logged(&|| held.renewed(&held.leases(), &[]));
+        assert!(log.contains("lease lost"), "{log}");
         assert!(running.is_lease_lost());
+    }
+
+    /// A log written to memory.
+    #[derive(Clone, Default)]
+    struct Written(std::sync::Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Written {
+        type Writer = Written;
+
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
     }
 
     #[test]

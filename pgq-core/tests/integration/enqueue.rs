@@ -602,12 +602,12 @@ async fn a_trigger_that_skips_the_insert_is_an_error_not_a_panic() {
     let client = db.client();
     let skipped = client.enqueue(receipt(1)).await;
     assert!(
-        matches!(&skipped, Err(Error::Database(err)) if err.to_string().contains("stored 0 of 1")),
+        matches!(&skipped, Err(Error::Database(err)) if err.to_string().contains("skipped 1 of 1")),
         "{skipped:?}"
     );
     let batch = client.enqueue_many((1..=4).map(receipt)).await;
     assert!(
-        matches!(&batch, Err(Error::Database(err)) if err.to_string().contains("stored 2 of 4")),
+        matches!(&batch, Err(Error::Database(err)) if err.to_string().contains("skipped 2 of 4")),
         "{batch:?}"
     );
     assert!(matches!(
